@@ -1,0 +1,42 @@
+"""Frozen datasets: corpus, queries and qrels as Parquet plus a manifest, one partition per dataset."""
+
+
+import dagster as dg
+import polars as pl
+
+from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
+from embedpyramid.tables import markdown_table
+from pipelines.partitions import dataset_partitions
+from resources import ProjectResource
+
+
+@dg.asset(
+    partitions_def=dataset_partitions,
+    group_name="data",
+    code_version="1",
+    kinds={"parquet"},
+    automation_condition=dg.AutomationCondition.on_missing(),
+    check_specs=[dg.AssetCheckSpec("tables_match_manifest", asset="frozen_dataset", blocking=True,
+                                   description="Tables match their manifest hashes and qrels name known ids")],
+)
+def frozen_dataset(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+    """The dataset frozen to normalized tables; its data version is the hash of their hashes."""
+    name = context.partition_key
+    frozen = freeze_dataset(name, load_configured_dataset(project.config, name), project.store.dataset_dir(name))
+    problems = verify_frozen(frozen)
+    queries = pl.read_parquet(frozen.path("queries"))
+    slices = {
+        column: markdown_table(queries.group_by(column).len("queries").sort("queries", descending=True))
+        for column in frozen.manifest["slice_columns"]
+    }
+    return dg.MaterializeResult(
+        metadata={
+            **{f"{key}": dg.MetadataValue.int(value) for key, value in frozen.manifest["counts"].items()},
+            "path": dg.MetadataValue.path(str(frozen.directory)),
+            "source": dg.MetadataValue.json(frozen.manifest["source"]),
+            **{f"slice {column}": dg.MetadataValue.md(table) for column, table in slices.items()},
+        },
+        data_version=dg.DataVersion(frozen.version),
+        check_results=[dg.AssetCheckResult(check_name="tables_match_manifest", passed=not problems,
+                                           metadata={"problems": dg.MetadataValue.json(problems)})],
+    )

@@ -1,0 +1,1 @@
+"""embedpyramid: reproducible evaluation of embedding models along the evaluation pyramid."""

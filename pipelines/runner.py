@@ -1,0 +1,157 @@
+"""Materialize the evaluation graph in-process: the same assets the Dagster UI shows.
+
+One Dagster run per partition, in dependency order: each selected dataset is frozen, each
+(model, dataset) partition goes through embeddings → exact top-k → retrieval metrics, then
+the results database is rebuilt. Like "materialize stale and missing", a partition whose
+evaluation fingerprint (card hash, dataset version, protocol, code version) matches its latest
+materialization is skipped, and a dataset whose content hash matches its latest
+materialization is not re-frozen. A failing partition is reported and does not stop the others;
+what was already written stays.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from embedpyramid.config import ConfigError, ProjectConfig, load_config
+from embedpyramid.data import dataset_version, load_configured_dataset, table_hashes
+from embedpyramid.store import ArtifactStore
+from pipelines.definitions import build_definitions
+from pipelines.partitions import apply_partition_sync, evaluation_fingerprint, model_dataset_key
+
+PARTITION_ASSETS = ["query_embeddings", "document_embeddings", "exact_topk", "retrieval_metrics"]
+
+
+@dataclass
+class RunReport:
+    """What one invocation did: partitions materialized or skipped, texts encoded, failures."""
+
+    frozen: list[str] = field(default_factory=list)
+    materialized: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    encoded: list[tuple[str, str, str]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    summary_built: bool = False
+
+
+def open_instance(data_dir: Path) -> dg.DagsterInstance:
+    """``$DAGSTER_HOME`` when set, else a persistent instance in ``<data>/dagster_home``.
+
+    Point ``DAGSTER_HOME`` at the same folder for ``dagster dev`` to see the CLI's history.
+    """
+    if os.environ.get("DAGSTER_HOME"):
+        return dg.DagsterInstance.get()
+    home = data_dir / "dagster_home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").touch()
+    return dg.DagsterInstance.from_config(str(home))
+
+
+def _select(requested: Sequence[str] | None, available: Sequence[str], what: str, file: Path) -> list[str]:
+    if not requested:
+        return list(available)
+    unknown = [name for name in requested if name not in available]
+    if unknown:
+        raise ConfigError(f"unknown {what} {unknown}; {file} defines: {', '.join(available)}")
+    return list(requested)
+
+
+def _latest_materialization(
+    instance: dg.DagsterInstance, asset: str, partition: str | None
+) -> dg.AssetMaterialization | None:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None),
+        limit=1,
+    ).records
+    return records[0].asset_materialization if records else None
+
+
+def run_pipeline(
+    configs_dir: str | Path,
+    data_dir: str | Path,
+    *,
+    models: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
+    instance: dg.DagsterInstance | None = None,
+    log: Callable[[str], None] = print,
+) -> RunReport:
+    """Bring the selected partitions up to date and rebuild the results database."""
+    config: ProjectConfig = load_config(configs_dir)
+    store = ArtifactStore(Path(data_dir).expanduser().resolve())
+    model_names = _select(models, list(config.models), "models", config.directory / "models.yaml")
+    dataset_names = _select(datasets, list(config.datasets), "datasets", config.directory / "datasets.yaml")
+    instance = instance or open_instance(store.root)
+    apply_partition_sync(instance, config)
+    defs = build_definitions(config.directory, store.root)
+    assets, resources = list(defs.assets or []), dict(defs.resources or {})
+    report = RunReport()
+
+    def materialize(selection: list[str], partition_key: str | dg.MultiPartitionKey | None) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            assets, selection=selection, partition_key=partition_key, resources=resources,
+            instance=instance, raise_on_error=False,
+        )
+
+    for dataset in dataset_names:
+        version = dataset_version(table_hashes(load_configured_dataset(config, dataset)))
+        frozen_ok = (store.dataset_dir(dataset) / "manifest.json").is_file()
+        latest_frozen = _latest_materialization(instance, "frozen_dataset", dataset)
+        if frozen_ok and latest_frozen is not None and latest_frozen.tags.get("dagster/data_version") == version:
+            log(f"dataset {dataset}: unchanged (version {version[:12]})")
+        else:
+            log(f"dataset {dataset}: freezing")
+            result = materialize(["frozen_dataset"], dataset)
+            if not result.success:
+                report.failures.append(f"frozen_dataset[{dataset}]: {_failure(result)}")
+                continue
+            report.frozen.append(dataset)
+        for name in model_names:
+            model = config.models[name]
+            fingerprint = evaluation_fingerprint(config, model, dataset, version)
+            latest = _latest_materialization(instance, "retrieval_metrics", model_dataset_key(model.key, dataset))
+            recorded = latest.metadata.get("fingerprint") if latest is not None else None
+            metrics_ok = store.metrics_path(dataset, model.key, "exact").is_file()
+            if recorded is not None and recorded.value == fingerprint and metrics_ok:
+                log(f"{model.key} × {dataset}: up to date")
+                report.skipped.append((model.key, dataset))
+                continue
+            log(f"{model.key} × {dataset}: materializing {', '.join(PARTITION_ASSETS)}")
+            result = materialize(PARTITION_ASSETS, model_dataset_key(model.key, dataset))
+            for event in result.get_asset_materialization_events():
+                materialization = event.event_specific_data.materialization  # type: ignore[union-attr]
+                cache_hit = materialization.metadata.get("cache_hit")
+                if cache_hit is not None and not cache_hit.value:
+                    kind = materialization.asset_key.path[-1].removesuffix("_embeddings")
+                    report.encoded.append((model.key, dataset, kind))
+            if result.success:
+                report.materialized.append((model.key, dataset))
+            else:
+                report.failures.append(f"{model.key} × {dataset}: {_failure(result)}")
+    summary_missing = not store.results_db.is_file() or _latest_materialization(instance, "results_db", None) is None
+    if report.frozen or report.materialized or summary_missing:
+        result = materialize(["results_db"], None)
+        report.summary_built = result.success
+        if not result.success:
+            report.failures.append(f"results_db: {_failure(result)}")
+    return report
+
+
+def _failure(result: dg.ExecuteInProcessResult) -> str:
+    """The first step failure's message (the error raised in the asset), or the failed check."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data is not None:
+            error = event.step_failure_data.error
+            while error is not None and error.cause is not None and "embedpyramid" not in error.message:
+                error = error.cause
+            return (error.message if error else "step failed").strip()
+    for event in result.all_events:
+        data = event.event_specific_data
+        evaluation = getattr(data, "asset_check_evaluation", None) if data else None
+        if evaluation is not None and not evaluation.passed:
+            return f"blocking check {evaluation.check_name} failed: {evaluation.metadata.get('problems').value}"
+    return "run failed"
