@@ -4,7 +4,7 @@
 import dagster as dg
 
 from embedpyramid.data import encoding_inputs, open_frozen
-from embedpyramid.encode import Kind, embed_table, read_embeddings, vector_problems
+from embedpyramid.encode import PLURAL, Kind, embed_table, read_embeddings, vector_problems
 from pipelines.partitions import model_dataset_partitions, split_key
 from resources import EncoderRegistry, ProjectResource
 
@@ -30,11 +30,12 @@ def _embedding_asset(kind: Kind) -> dg.AssetsDefinition:
         model = project.config.model_by_key(model_key)
         frozen = open_frozen(project.store.dataset_dir(dataset))
         inputs = encoding_inputs(frozen, kind)
-        step = max(1, len(inputs.ids) // 10)
+        logged_tenths = [0]
 
         def progress(done: int, total: int) -> None:
-            if done % step < model.card.run.batch_size or done == total:
-                context.log.info(f"encoded {done}/{total} {kind} texts with {model_key}")
+            if done * 10 // total > logged_tenths[0]:
+                logged_tenths[0] = done * 10 // total
+                context.log.info(f"encoded {done}/{total} {PLURAL[kind]} with {model_key}")
 
         result = embed_table(project.store, model, kind, inputs, lambda: encoders.encoder(model), progress)
         stored_ids, vectors = read_embeddings(result.path)

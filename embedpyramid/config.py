@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from importlib import metadata as importlib_metadata
 from importlib.util import find_spec
 from pathlib import Path
@@ -243,7 +244,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _format_validation(path: Path, prefix: str, error: ValidationError) -> ConfigError:
     lines = []
     for item in error.errors():
-        location = ".".join(str(part) for part in (prefix, *item["loc"]) if part != "")
+        location = ".".join(str(part) for part in (prefix, *item["loc"]) if part != "") or "(top level)"
         lines.append(f"  {location}: {item['msg']}")
     return ConfigError(f"{path}: invalid configuration\n" + "\n".join(lines))
 
@@ -284,6 +285,7 @@ def resolve_source(directory: Path, name: str, card: ModelCard) -> tuple[Path | 
     return path, identity
 
 
+@cache
 def _distribution_version(module: str) -> str | None:
     top = module.split(".")[0]
     for distribution in importlib_metadata.packages_distributions().get(top, []):

@@ -31,6 +31,8 @@ class DataError(ValueError):
 CORPUS_SCHEMA = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 QRELS_SCHEMA = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("relevance", pa.int32())])
 TABLES = ("corpus", "queries", "qrels")
+# libyaml's safe loader parses the corpus ~10x faster than the pure-Python one, when present.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
     pairs: set[tuple[str, str]] = set()
     skipped: list[str] = []
     for path in files:
-        content = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        content = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER) or {}
         declared = content.get("categories") or [path.stem]
         category = str(declared[0])
         for index, conversation in enumerate(content.get("conversations") or []):

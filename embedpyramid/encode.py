@@ -31,6 +31,7 @@ from embedpyramid.store import ArtifactStore, write_parquet
 
 Kind = Literal["query", "document"]
 Progress = Callable[[int, int], None]
+PLURAL: dict[Kind, str] = {"query": "queries", "document": "documents"}
 
 
 class EncodeError(RuntimeError):
@@ -182,7 +183,8 @@ def load_encoder(model: ResolvedModel) -> Encoder:
 def postprocess(vectors: np.ndarray, dimension: int | None, normalize: bool, name: str) -> np.ndarray:
     """Apply the card's dimension cut (truncate, Matryoshka style) then its L2 normalization.
 
-    Zero vectors stay zero (a blocking check reports them) rather than becoming NaN.
+    Zero vectors stay zero and NaN vectors stay NaN, so the blocking checks report what the
+    model actually returned.
     """
     if dimension is not None:
         if dimension > vectors.shape[1]:
@@ -190,7 +192,7 @@ def postprocess(vectors: np.ndarray, dimension: int | None, normalize: bool, nam
         vectors = vectors[:, :dimension]
     if normalize:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        vectors = np.divide(vectors, norms, out=vectors.copy(), where=norms > 0)
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
@@ -217,7 +219,7 @@ def encode_texts(
     order = np.argsort([-len(text) for text in texts], kind="stable")
     chunks: list[np.ndarray] = []
     start = time.perf_counter()
-    with _thread_limit(model.card.run.threads), tqdm(total=len(texts), desc=f"encode {model.key} {kind}s", unit="text") as bar:
+    with _thread_limit(model.card.run.threads), tqdm(total=len(texts), desc=f"encode {model.key} {PLURAL[kind]}", unit="text") as bar:
         for offset in range(0, len(texts), batch_size):
             batch = [texts[i] for i in order[offset : offset + batch_size]]
             chunks.append(encoder.encode(batch, kind))

@@ -16,14 +16,14 @@ from assets.embeddings import document_embeddings, query_embeddings
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.summary import results_db
 from embedpyramid.config import ConfigError, load_config
-from pipelines.partitions import DATASETS, dataset_partitions, partition_sync
+from pipelines.partitions import DATASETS, partition_sync
 from resources import EncoderRegistry, ProjectResource
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = [frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics, results_db]
 
 refresh_datasets_job = dg.define_asset_job(
-    "refresh_datasets", selection=[frozen_dataset], partitions_def=dataset_partitions,
+    "refresh_datasets", selection=[frozen_dataset],
     description="Re-freeze one dataset; identical data keeps its data version, so nothing downstream moves.",
 )
 summary_job = dg.define_asset_job("summary", selection=[results_db], description="Rebuild results.duckdb")

@@ -19,12 +19,14 @@ from pathlib import Path
 import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
-from embedpyramid.data import dataset_version, load_configured_dataset, table_hashes
+from embedpyramid.data import dataset_version, load_configured_dataset, open_frozen, table_hashes
 from embedpyramid.store import ArtifactStore
 from pipelines.definitions import build_definitions
 from pipelines.partitions import apply_partition_sync, evaluation_fingerprint, model_dataset_key
 
 PARTITION_ASSETS = ["query_embeddings", "document_embeddings", "exact_topk", "retrieval_metrics"]
+# Dagster's per-event log lines drown the progress bars; every event stays in the instance (the UI).
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 @dataclass
@@ -94,15 +96,15 @@ def run_pipeline(
     def materialize(selection: list[str], partition_key: str | dg.MultiPartitionKey | None) -> dg.ExecuteInProcessResult:
         return dg.materialize(
             assets, selection=selection, partition_key=partition_key, resources=resources,
-            instance=instance, raise_on_error=False,
+            instance=instance, raise_on_error=False, run_config=QUIET_LOGS,
         )
 
     for dataset in dataset_names:
-        version = dataset_version(table_hashes(load_configured_dataset(config, dataset)))
-        frozen_ok = (store.dataset_dir(dataset) / "manifest.json").is_file()
         latest_frozen = _latest_materialization(instance, "frozen_dataset", dataset)
-        if frozen_ok and latest_frozen is not None and latest_frozen.tags.get("dagster/data_version") == version:
-            log(f"dataset {dataset}: unchanged (version {version[:12]})")
+        recorded = latest_frozen.tags.get("dagster/data_version") if latest_frozen is not None else None
+        frozen_ok = recorded is not None and (store.dataset_dir(dataset) / "manifest.json").is_file()
+        if frozen_ok and dataset_version(table_hashes(load_configured_dataset(config, dataset))) == recorded:
+            log(f"dataset {dataset}: unchanged (version {recorded[:12]})")
         else:
             log(f"dataset {dataset}: freezing")
             result = materialize(["frozen_dataset"], dataset)
@@ -110,6 +112,7 @@ def run_pipeline(
                 report.failures.append(f"frozen_dataset[{dataset}]: {_failure(result)}")
                 continue
             report.frozen.append(dataset)
+        version = open_frozen(store.dataset_dir(dataset)).version
         for name in model_names:
             model = config.models[name]
             fingerprint = evaluation_fingerprint(config, model, dataset, version)
@@ -142,16 +145,20 @@ def run_pipeline(
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
-    """The first step failure's message (the error raised in the asset), or the failed check."""
+    """Why a run failed: its failed blocking checks with their findings, else the error raised
+    in the asset (the user-code exception, not Dagster's wrapper)."""
+    checks = []
+    for event in result.all_events:
+        evaluation = getattr(event.event_specific_data, "asset_check_evaluation", None) or event.event_specific_data
+        if isinstance(evaluation, dg.AssetCheckEvaluation) and not evaluation.passed:
+            problems = evaluation.metadata.get("problems")
+            checks.append(f"blocking check {evaluation.check_name} on {evaluation.asset_key.to_user_string()} failed: "
+                          + "; ".join(problems.value if problems else []))
+    if checks:
+        return " | ".join(checks)
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data is not None:
             error = event.step_failure_data.error
-            while error is not None and error.cause is not None and "embedpyramid" not in error.message:
-                error = error.cause
-            return (error.message if error else "step failed").strip()
-    for event in result.all_events:
-        data = event.event_specific_data
-        evaluation = getattr(data, "asset_check_evaluation", None) if data else None
-        if evaluation is not None and not evaluation.passed:
-            return f"blocking check {evaluation.check_name} failed: {evaluation.metadata.get('problems').value}"
+            error = error.cause if error is not None and error.cause is not None else error
+            return error.message.strip() if error is not None else "step failed"
     return "run failed"

@@ -1,0 +1,55 @@
+"""Shared fixtures: offline settings and a factory for self-contained config folders."""
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIGS = REPO_ROOT / "configs"
+
+# A few chatterbot-corpus categories: ~190 queries, fast enough to run the graph many times.
+SMALL_CATEGORIES = ["ai", "computers", "emotion", "science"]
+
+
+def default_section(name: str) -> dict[str, Any]:
+    return yaml.safe_load((DEFAULT_CONFIGS / f"{name}.yaml").read_text())
+
+
+ConfigWriter = Callable[..., Path]
+
+
+@pytest.fixture
+def write_configs(tmp_path: Path) -> ConfigWriter:
+    """Write a config folder; sections default to the shipped defaults, overrides replace them."""
+
+    def write(folder: str = "configs", *, models: dict | None = None, datasets: dict | None = None,
+              protocol: dict | None = None) -> Path:
+        target = tmp_path / folder
+        target.mkdir(parents=True, exist_ok=True)
+        sections = {
+            "models": {"models": models} if models is not None else default_section("models"),
+            "datasets": {"datasets": datasets} if datasets is not None else default_section("datasets"),
+            "protocol": protocol if protocol is not None else default_section("protocol"),
+        }
+        for name, content in sections.items():
+            (target / f"{name}.yaml").write_text(yaml.safe_dump(content, sort_keys=False))
+        return target
+
+    return write
+
+
+@pytest.fixture
+def default_models() -> dict[str, Any]:
+    return default_section("models")["models"]
+
+
+@pytest.fixture
+def small_chatterbot() -> dict[str, Any]:
+    return {"chatterbot-small": {"loader": "chatterbot", "categories": SMALL_CATEGORIES, "slices": ["category"]}}

@@ -1,0 +1,103 @@
+import re
+
+import pytest
+
+from embedpyramid.config import ConfigError, load_config
+
+
+def test_default_configs_load_two_models_on_different_backends(write_configs):
+    config = load_config(write_configs())
+    backends = {model.card.backend for model in config.models.values()}
+    assert len(config.models) >= 2 and len(backends) >= 2
+    for model in config.models.values():
+        assert re.fullmatch(rf"{re.escape(model.name)}@[0-9a-f]{{7}}", model.key)
+    assert config.protocol.k_values == [1, 3, 5, 10, 100]
+    assert [str(m) for m in config.protocol.measures()][:2] == ["Recall@1", "Recall@3"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "changes_vectors"),
+    [
+        ("query_prompt", "query: ", True),
+        ("document_prompt", "passage: ", True),
+        ("normalize", False, True),
+        ("dimension", 128, True),
+        ("max_tokens", 128, True),
+        ("truncation_side", "left", True),
+        ("run", {"batch_size": 7}, False),
+        ("run", {"batch_size": 64, "threads": 1, "device": "cpu"}, False),
+    ],
+)
+def test_card_hash_covers_exactly_the_fields_that_change_vectors(write_configs, default_models, field, value, changes_vectors):
+    before = load_config(write_configs("a", models=default_models)).models["minilm-l6"]
+    edited = {**default_models, "minilm-l6": {**default_models["minilm-l6"], field: value}}
+    after = load_config(write_configs("b", models=edited)).models["minilm-l6"]
+    assert (before.card_hash != after.card_hash) is changes_vectors
+    assert load_config(write_configs("c", models=edited)).models["use-m3"].key == load_config(
+        write_configs("d", models=default_models)).models["use-m3"].key
+
+
+def test_unknown_backend_names_file_key_and_allowed_values(write_configs, default_models):
+    folder = write_configs(models={**default_models, "minilm-l6": {**default_models["minilm-l6"], "backend": "onnx"}})
+    with pytest.raises(ConfigError) as error:
+        load_config(folder)
+    message = str(error.value)
+    assert str(folder / "models.yaml") in message
+    assert "models.minilm-l6.backend" in message
+    for allowed in ("sentence-transformers", "model2vec", "entry-point"):
+        assert allowed in message
+
+
+def test_missing_model_path_is_named(write_configs, tmp_path):
+    folder = write_configs(models={"local": {"backend": "sentence-transformers", "source": {"path": "no/such/model"}}})
+    with pytest.raises(ConfigError, match=r"models\.local\.source: model path .*no/such/model does not exist"):
+        load_config(folder)
+
+
+def test_missing_package_is_named(write_configs):
+    folder = write_configs(models={"pkg": {"backend": "model2vec", "source": {"package": "no_such_package_xyz"}}})
+    with pytest.raises(ConfigError, match="package 'no_such_package_xyz' is not installed"):
+        load_config(folder)
+
+
+def test_entry_point_backend_needs_an_entry_point(write_configs):
+    folder = write_configs(models={"ep": {"backend": "entry-point"}})
+    with pytest.raises(ConfigError, match=r"models\.ep: Value error, backend 'entry-point' needs entry_point"):
+        load_config(folder)
+
+
+def test_unknown_key_in_a_card_is_refused(write_configs, default_models):
+    folder = write_configs(models={**default_models, "minilm-l6": {**default_models["minilm-l6"], "normalise": True}})
+    with pytest.raises(ConfigError, match=r"models\.minilm-l6\.normalise: Extra inputs are not permitted"):
+        load_config(folder)
+
+
+def test_unsafe_model_name_is_refused(write_configs, default_models):
+    folder = write_configs(models={"Mini LM": default_models["minilm-l6"]})
+    with pytest.raises(ConfigError, match="names must be lowercase"):
+        load_config(folder)
+
+
+def test_depth_below_largest_k_is_refused(write_configs):
+    folder = write_configs(protocol={"k_values": [1, 10], "depth": 5})
+    with pytest.raises(ConfigError, match=r"(?s)protocol\.yaml.*\(top level\): Value error, depth 5 must be at least the largest k \(10\)"):
+        load_config(folder)
+
+
+def test_gain_allowed_values_are_listed(write_configs):
+    folder = write_configs(protocol={"gain": "log"})
+    with pytest.raises(ConfigError, match=r"gain: Input should be 'linear' or 'exponential'"):
+        load_config(folder)
+
+
+def test_unknown_dataset_loader_and_missing_beir_folder(write_configs):
+    with pytest.raises(ConfigError, match=r"(?s)datasets\.x.*'chatterbot', 'beir'"):
+        load_config(write_configs("a", datasets={"x": {"loader": "csv"}}))
+    with pytest.raises(ConfigError, match=r"datasets\.y\.path: folder .*nowhere does not exist"):
+        load_config(write_configs("b", datasets={"y": {"loader": "beir", "path": "nowhere"}}))
+
+
+def test_missing_file_is_named(tmp_path):
+    (tmp_path / "models.yaml").write_text("models: {}\n")
+    with pytest.raises(ConfigError, match=r"models\.yaml: needs a non-empty mapping under 'models:'"):
+        load_config(tmp_path)

@@ -1,0 +1,138 @@
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from embedpyramid.config import BeirDataset, ChatterbotDataset, load_config
+from embedpyramid.data import (
+    DataError,
+    freeze_dataset,
+    load_beir,
+    load_chatterbot,
+    load_configured_dataset,
+    open_frozen,
+    verify_frozen,
+)
+
+
+def chatterbot(**fields) -> ChatterbotDataset:
+    return ChatterbotDataset(loader="chatterbot", **fields)
+
+
+def test_chatterbot_questions_are_queries_and_distinct_answers_documents():
+    raw = load_chatterbot(chatterbot())
+    # 2,026 English conversations, 749 distinct opening questions; one entry of trivia.yml is
+    # a bare string (no answer), and its question appears nowhere else.
+    assert raw.queries.num_rows == 748
+    assert raw.source["skipped_conversations"] == ["trivia.yml conversation 13: not a question followed by an answer"]
+    assert raw.corpus.num_rows == 870
+    assert raw.qrels.num_rows == 897
+    queries = {row["text"]: row for row in raw.queries.to_pylist()}
+    documents = {row["doc_id"]: row["text"] for row in raw.corpus.to_pylist()}
+    relevant: dict[str, set[str]] = {}
+    for row in raw.qrels.to_pylist():
+        relevant.setdefault(row["query_id"], set()).add(documents[row["doc_id"]])
+    # The same question asked in two conversations: both answers are relevant.
+    what_is_ai = relevant[queries["What is AI?"]["query_id"]]
+    assert what_is_ai == {
+        "Artificial Intelligence is the branch of engineering and science devoted to constructing machines that think.",
+        "AI is the field of science which concerns itself with building hardware and software that replicates "
+        "the functions of the human mind.",
+    }
+    assert queries["What is AI?"]["category"] == "AI"
+    # An answer shared by several questions is one document they all point to.
+    pointing = {}
+    for row in raw.qrels.to_pylist():
+        pointing.setdefault(row["doc_id"], set()).add(row["query_id"])
+    assert max(len(qs) for qs in pointing.values()) > 1
+    assert set(relevant) == {row["query_id"] for row in raw.queries.to_pylist()}
+    assert len({row["category"] for row in raw.queries.to_pylist()}) == 21
+
+
+def test_chatterbot_categories_filter_and_unknown_category():
+    raw = load_chatterbot(chatterbot(categories=["ai", "computers"]))
+    assert {row["category"] for row in raw.queries.to_pylist()} == {"AI", "computers"}
+    with pytest.raises(DataError, match="categories \\['robots'\\] are not chatterbot-corpus english files; allowed: ai, botprofile"):
+        load_chatterbot(chatterbot(categories=["robots"]))
+
+
+def test_refreezing_identical_data_keeps_the_version(tmp_path):
+    spec = chatterbot(categories=["ai"])
+    first = freeze_dataset("ai", load_chatterbot(spec), tmp_path / "ai")
+    mtime = (tmp_path / "ai" / "corpus.parquet").stat().st_mtime_ns
+    second = freeze_dataset("ai", load_chatterbot(spec), tmp_path / "ai")
+    assert first.version == second.version == open_frozen(tmp_path / "ai").version
+    assert (tmp_path / "ai" / "corpus.parquet").stat().st_mtime_ns >= mtime
+    assert second.manifest["counts"]["queries"] == pq.read_table(tmp_path / "ai" / "queries.parquet").num_rows
+    assert verify_frozen(second) == []
+
+
+def test_verify_frozen_reports_a_tampered_table(tmp_path):
+    frozen = freeze_dataset("ai", load_chatterbot(chatterbot(categories=["ai"])), tmp_path / "ai")
+    table = frozen.read("qrels")
+    pq.write_table(table.slice(1), frozen.path("qrels"))
+    assert any("does not match the sha256" in problem for problem in verify_frozen(frozen))
+
+
+def write_beir(folder: Path, corpus: list, queries: list, qrels: str) -> Path:
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    for name, rows in (("corpus.jsonl", corpus), ("queries.jsonl", queries)):
+        (folder / name).write_text("".join(row if isinstance(row, str) else json.dumps(row) + "\n" for row in rows))
+    (folder / "qrels" / "test.tsv").write_text(qrels)
+    return folder
+
+
+CORPUS = [
+    {"_id": "d2", "title": "Cats", "text": "Cats purr."},
+    {"_id": "d1", "title": "", "text": "Dogs bark."},
+    {"_id": "d3", "text": "Birds sing."},
+]
+QUERIES = [
+    {"_id": "q1", "text": "what do dogs do", "metadata": {"topic": "dogs"}},
+    {"_id": "q2", "text": "purring animals", "topic": "cats"},
+    {"_id": "q3", "text": "never judged"},
+]
+QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t2\nq2\td2\t1\nq2\td3\t0\n"
+BEIR = BeirDataset(loader="beir", path=".", slices=["topic"])
+
+
+def test_beir_folder_loads_sorted_with_slices(tmp_path):
+    raw = load_beir(write_beir(tmp_path, CORPUS, QUERIES, QRELS), BEIR)
+    assert raw.corpus["doc_id"].to_pylist() == ["d1", "d2", "d3"]
+    assert raw.queries.to_pylist() == [
+        {"query_id": "q1", "text": "what do dogs do", "topic": "dogs"},
+        {"query_id": "q2", "text": "purring animals", "topic": "cats"},
+    ]
+    assert raw.qrels.to_pylist()[0] == {"query_id": "q1", "doc_id": "d1", "relevance": 2}
+    assert raw.source["unjudged_queries_dropped"] == 1
+
+
+@pytest.mark.parametrize(
+    ("corpus", "queries", "qrels", "message"),
+    [
+        ([*CORPUS, '{"_id": "d4", "text": "broken\n'], QUERIES, QRELS, r"corpus\.jsonl:4: malformed JSON"),
+        ([*CORPUS, {"_id": "d1", "text": "again"}], QUERIES, QRELS, r"corpus\.jsonl:4: duplicate id 'd1' \(first on line 2\)"),
+        ([*CORPUS, {"_id": "d4", "title": " ", "text": ""}], QUERIES, QRELS, r"corpus\.jsonl:4: document 'd4' has an empty title and text"),
+        (CORPUS, [*QUERIES, {"_id": "q4", "text": "  "}], QRELS, r"queries\.jsonl:4: query 'q4' has an empty text"),
+        (CORPUS, QUERIES, QRELS + "q9\td1\t1\n", r"test\.tsv:5: query id 'q9' is not in queries\.jsonl"),
+        (CORPUS, QUERIES, QRELS + "q1\td9\t1\n", r"test\.tsv:5: document id 'd9' is not in corpus\.jsonl"),
+        (CORPUS, QUERIES, QRELS + "q1\td2\thigh\n", r"test\.tsv:5: score 'high' is not an integer grade"),
+        (CORPUS, QUERIES, QRELS + "q1\td1\t1\n", r"test\.tsv:5: duplicate judgement for \('q1', 'd1'\)"),
+    ],
+)
+def test_bad_beir_input_names_file_and_line(tmp_path, corpus, queries, qrels, message):
+    with pytest.raises(DataError, match=message):
+        load_beir(write_beir(tmp_path, corpus, queries, qrels), BEIR)
+
+
+def test_bad_input_leaves_the_frozen_dataset_intact(tmp_path, write_configs):
+    folder = write_beir(tmp_path / "beir", CORPUS, QUERIES, QRELS)
+    config = load_config(write_configs(datasets={"toy": {"loader": "beir", "path": str(folder)}}))
+    frozen = freeze_dataset("toy", load_configured_dataset(config, "toy"), tmp_path / "frozen")
+    before = {path.name: path.read_bytes() for path in (tmp_path / "frozen").iterdir()}
+    (folder / "qrels" / "test.tsv").write_text(QRELS + "q1\tnope\t1\n")
+    with pytest.raises(DataError, match="'nope' is not in corpus.jsonl"):
+        freeze_dataset("toy", load_configured_dataset(config, "toy"), tmp_path / "frozen")
+    assert {path.name: path.read_bytes() for path in (tmp_path / "frozen").iterdir()} == before
+    assert verify_frozen(open_frozen(tmp_path / "frozen")) == [] and frozen.version == open_frozen(tmp_path / "frozen").version

@@ -1,0 +1,193 @@
+"""Graph tests: real Dagster materializations of the real assets with real models."""
+
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+import dagster as dg
+
+from embedpyramid.cli import main
+from embedpyramid.config import load_config
+from embedpyramid.encode import read_embeddings
+from embedpyramid.metrics import parse_measure
+from embedpyramid.store import ArtifactStore
+from pipelines.definitions import defs, model_cards_sensor
+from pipelines.partitions import DATASETS, MODELS, model_dataset_key
+from pipelines.runner import run_pipeline
+from resources import ProjectResource
+
+
+def test_definitions_load_with_lineage_partitions_and_automation():
+    repository = defs.get_repository_def()
+    graph = repository.asset_graph
+    parents = {key.to_user_string(): sorted(p.to_user_string() for p in graph.get(key).parent_keys)
+               for key in graph.get_all_asset_keys()}
+    assert parents == {
+        "frozen_dataset": [],
+        "query_embeddings": ["frozen_dataset"],
+        "document_embeddings": ["frozen_dataset"],
+        "exact_topk": ["document_embeddings", "query_embeddings"],
+        "retrieval_metrics": ["exact_topk", "frozen_dataset"],
+        "results_db": ["retrieval_metrics"],
+    }
+    assert {s.name for s in repository.sensor_defs} == {"model_cards_sensor", "evaluation_automation"}
+    assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
+    for key in graph.get_all_asset_keys():
+        assert graph.get(key).code_version is not None
+
+
+def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    config = load_config("configs")
+    report = run_pipeline("configs", tmp_path, instance=instance)
+    keys = [model.key for model in config.models.values()]
+    assert report.failures == []
+    assert report.materialized == [(key, "chatterbot-en") for key in keys]
+    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys for kind in ("document", "query"))
+    assert report.summary_built
+
+    n_measures = len(config.protocol.measures())
+    with duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM per_query_metrics").fetchall() == [(len(keys) * 748 * n_measures,)]
+        assert con.sql("SELECT count(*) FROM runs").fetchall() == [(len(keys) * 748 * 100,)]
+        assert con.sql("SELECT count(*) FROM qrels").fetchall() == [(897,)]
+        board = pl.from_arrow(con.sql("SELECT * FROM leaderboard").to_arrow_table())
+    assert set(board["n"].to_list()) == {748}
+    assert board["mean"].is_between(0, 1).all()
+    for key in keys:
+        means = dict(board.filter(pl.col("model") == key).select("metric", "mean").iter_rows())
+        for family in ("Recall", "Hit", "nDCG"):
+            series = [means[f"{family}@{k}"] for k in (1, 3, 5, 10, 100)]
+            assert series == sorted(series)
+        assert means["Hit@1"] == pytest.approx(means["P@1"]) == pytest.approx(means["MRR@1"])
+
+    # The stored run is the exact top-k of the stored vectors (brute force on the real data).
+    store, minilm = ArtifactStore(tmp_path), config.models["minilm-l6"]
+    run = pl.read_parquet(store.run_dir("chatterbot-en", minilm.key) / "exact.parquet")
+    query_ids, queries = read_embeddings(next((tmp_path / "embeddings" / minilm.card_hash[:16]).glob("query-*.parquet")))
+    doc_ids, documents = read_embeddings(next((tmp_path / "embeddings" / minilm.card_hash[:16]).glob("document-*.parquet")))
+    top1 = np.argmax(queries @ documents.T, axis=1)
+    assert run.filter(pl.col("rank") == 1)["doc_id"].to_list() == [doc_ids[i] for i in top1]
+
+    # What the Dagster UI shows: partition metadata, data versions and passing blocking checks.
+    partition = model_dataset_key(minilm.key, "chatterbot-en")
+    record = instance.fetch_materializations(
+        dg.AssetRecordsFilter(dg.AssetKey("retrieval_metrics"), asset_partitions=[partition]), limit=1).records[0]
+    metadata = record.asset_materialization.metadata
+    assert metadata["evaluated_queries"].value == 748 and metadata["excluded_queries"].value == 0
+    assert "| nDCG@10" in metadata["metrics"].value and metadata["conventions"].value["gain"] == "linear"
+    for asset in ("query_embeddings", "document_embeddings"):
+        evaluation = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(dg.AssetKey(asset), "vectors_valid")])
+        assert all(e.status.value == "SUCCEEDED" for e in evaluation.values())
+    assert sorted(instance.get_dynamic_partitions(MODELS)) == sorted(keys)
+
+
+def small_run(write_configs, small_chatterbot, models, instance, data, folder):
+    return run_pipeline(write_configs(folder, models=models, datasets=small_chatterbot), data, instance=instance)
+
+
+def test_only_what_a_change_touches_is_recomputed(write_configs, default_models, small_chatterbot, tmp_path):
+    instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
+    minilm, use = default_models["minilm-l6"], default_models["use-m3"]
+    first = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
+    use_key = load_config(tmp_path / "c1").models["use-m3"].key
+    assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 4
+
+    again = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
+    assert (again.materialized, again.encoded, again.frozen, len(again.skipped)) == ([], [], [], 2)
+
+    batch = {**default_models, "minilm-l6": {**minilm, "run": {**minilm["run"], "batch_size": 5}}}
+    rerun = small_run(write_configs, small_chatterbot, batch, instance, data, "c2")
+    assert (rerun.materialized, rerun.encoded) == ([], [])
+
+    for field, value in (("query_prompt", "query: "), ("normalize", False), ("dimension", 128)):
+        changed = {**default_models, "minilm-l6": {**minilm, field: value}}
+        report = small_run(write_configs, small_chatterbot, changed, instance, data, f"c-{field}")
+        new_key = load_config(tmp_path / f"c-{field}").models["minilm-l6"].key
+        assert report.materialized == [(new_key, "chatterbot-small")], field
+        assert sorted(report.encoded) == [(new_key, "chatterbot-small", "document"), (new_key, "chatterbot-small", "query")]
+        assert (use_key, "chatterbot-small") in report.skipped
+
+    added = {**default_models, "minilm-l6-64": {**minilm, "dimension": 64}}
+    report = small_run(write_configs, small_chatterbot, added, instance, data, "c-added")
+    new_key = load_config(tmp_path / "c-added").models["minilm-l6-64"].key
+    assert report.materialized == [(new_key, "chatterbot-small")] and len(report.skipped) == 2
+    assert {p for p in instance.get_dynamic_partitions(MODELS)} == {m.key for m in load_config(tmp_path / "c-added").models.values()}
+    with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
+        assert {row[0] for row in con.sql("SELECT DISTINCT model FROM leaderboard").fetchall()} == \
+            {m.key for m in load_config(tmp_path / "c-added").models.values()}
+
+    # Forcing a re-materialization of a cached partition still encodes nothing.
+    forced = dg.materialize(
+        list(defs.assets), selection=["query_embeddings"], instance=instance,
+        partition_key=model_dataset_key(use_key, "chatterbot-small"),
+        resources={"project": ProjectResource(configs_dir=str(tmp_path / "c1"), data_dir=str(data)),
+                   "encoders": defs.resources["encoders"]},
+    )
+    materialization = forced.asset_materializations_for_node("query_embeddings")[0]
+    assert materialization.metadata["cache_hit"].value is True
+
+
+def toy(entry_point: str) -> dict:
+    return {"backend": "entry-point", "entry_point": entry_point, "options": {"dim": 48}}
+
+
+def test_a_blocking_check_stops_metrics_and_spares_other_models(write_configs, small_chatterbot, tmp_path):
+    folder = write_configs(models={"ngrams": toy("toy_encoders:CharacterNgrams"), "broken": toy("toy_encoders:BrokenEncoder")},
+                           datasets=small_chatterbot)
+    config, store = load_config(folder), ArtifactStore(tmp_path / "data")
+    report = run_pipeline(folder, store.root, instance=dg.DagsterInstance.ephemeral())
+    broken, good = config.models["broken"].key, config.models["ngrams"].key
+    assert report.materialized == [(good, "chatterbot-small")]
+    assert len(report.failures) == 1
+    assert report.failures[0].startswith(f"{broken} × chatterbot-small: blocking check vectors_valid on ")
+    assert "query_embeddings failed: " in report.failures[0] and "vectors contain NaN or inf" in report.failures[0]
+    assert not store.metrics_path("chatterbot-small", broken, "exact").exists()
+    assert not (store.run_dir("chatterbot-small", broken) / "exact.parquet").exists()
+    with duckdb.connect(str(store.results_db), read_only=True) as con:
+        assert con.sql("SELECT DISTINCT model FROM leaderboard").fetchall() == [(good,)]
+
+
+def test_bad_dataset_fails_alone_and_names_the_line(write_configs, small_chatterbot, tmp_path):
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text('{"_id": "d1", "text": "Dogs bark."}\n')
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "dogs"}\n')
+    (beir / "qrels" / "test.tsv").write_text("q1\td1\t1\nq1\td2\t1\n")
+    folder = write_configs(models={"ngrams": toy("toy_encoders:CharacterNgrams")},
+                           datasets={**small_chatterbot, "bad": {"loader": "beir", "path": str(beir)}})
+    report = run_pipeline(folder, tmp_path / "data", instance=dg.DagsterInstance.ephemeral(), datasets=["chatterbot-small"])
+    assert report.failures == []
+    with pytest.raises(Exception, match=r"test\.tsv:2: document id 'd2' is not in corpus\.jsonl"):
+        run_pipeline(folder, tmp_path / "data", instance=dg.DagsterInstance.ephemeral())
+    assert (tmp_path / "data" / "results.duckdb").is_file()
+
+
+def test_sensor_registers_new_cards_and_drops_removed_ones(write_configs, default_models):
+    instance = dg.DagsterInstance.ephemeral()
+    folder = write_configs(models=default_models)
+    instance.add_dynamic_partitions(MODELS, ["retired@0000000"])
+    context = dg.build_sensor_context(instance=instance, resources={
+        "project": ProjectResource(configs_dir=str(folder), data_dir="unused")})
+    result = model_cards_sensor(context)
+    requests = {(type(r).__name__, r.partitions_def_name): sorted(r.partition_keys) for r in result.dynamic_partitions_requests}
+    keys = sorted(m.key for m in load_config(folder).models.values())
+    assert requests == {
+        ("AddDynamicPartitionsRequest", MODELS): keys,
+        ("DeleteDynamicPartitionsRequest", MODELS): ["retired@0000000"],
+        ("AddDynamicPartitionsRequest", DATASETS): ["chatterbot-en"],
+    }
+
+
+def test_cli_run_and_leaderboard(write_configs, small_chatterbot, tmp_path, capsys):
+    folder = write_configs(models={"ngrams": toy("toy_encoders:CharacterNgrams")}, datasets=small_chatterbot)
+    data = tmp_path / "data"
+    assert main(["run", "--configs", str(folder), "--data", str(data)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("dataset: chatterbot-small") and "nDCG@10" in table
+    assert main(["leaderboard", "--data", str(data), "--format", "json"]) == 0
+    rows = __import__("json").loads(capsys.readouterr().out)
+    assert {parse_measure(row["metric"]).name for row in rows} == {"Recall", "Hit", "MRR", "MAP", "nDCG", "P", "RPrec"}
+    assert main(["run", "--configs", str(folder), "--data", str(data), "--models", "nope"]) == 2
+    assert "unknown models ['nope']" in capsys.readouterr().err
