@@ -1,5 +1,6 @@
 """Graph tests: real Dagster materializations of the real assets with real models."""
 
+import re
 import duckdb
 import numpy as np
 import polars as pl
@@ -157,11 +158,17 @@ def test_bad_dataset_fails_alone_and_names_the_line(write_configs, small_chatter
     (beir / "qrels" / "test.tsv").write_text("q1\td1\t1\nq1\td2\t1\n")
     folder = write_configs(models={"ngrams": toy("toy_encoders:CharacterNgrams")},
                            datasets={**small_chatterbot, "bad": {"loader": "beir", "path": str(beir)}})
-    report = run_pipeline(folder, tmp_path / "data", instance=dg.DagsterInstance.ephemeral(), datasets=["chatterbot-small"])
+    instance = dg.DagsterInstance.ephemeral()
+    report = run_pipeline(folder, tmp_path / "data", instance=instance, datasets=["chatterbot-small"])
     assert report.failures == []
-    with pytest.raises(Exception, match=r"test\.tsv:2: document id 'd2' is not in corpus\.jsonl"):
-        run_pipeline(folder, tmp_path / "data", instance=dg.DagsterInstance.ephemeral())
-    assert (tmp_path / "data" / "results.duckdb").is_file()
+    before = (tmp_path / "data" / "results.duckdb").read_bytes()
+    report = run_pipeline(folder, tmp_path / "data", instance=instance)
+    assert len(report.failures) == 1
+    assert re.fullmatch(r"frozen_dataset\[bad\]: embedpyramid\.data\.DataError: .*test\.tsv:2: document id 'd2' is not in corpus\.jsonl; "
+                        r"fix the id or add the document", report.failures[0])
+    assert len(report.skipped) == 1 and report.materialized == [] and not report.summary_built
+    assert (tmp_path / "data" / "results.duckdb").read_bytes() == before
+    assert not (tmp_path / "data" / "datasets" / "bad").exists()
 
 
 def test_sensor_registers_new_cards_and_drops_removed_ones(write_configs, default_models):
