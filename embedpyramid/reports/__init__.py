@@ -1,0 +1,37 @@
+"""The comparison report: leaderboard, comparison table, forest plot, delta distributions and
+regression lists, as Markdown and self-contained HTML with hand-written SVG."""
+
+from embedpyramid.reports.report import (
+    ComparisonReport,
+    Figure,
+    ReportFiles,
+    render_html,
+    render_markdown,
+    report_figures,
+    write_report,
+)
+from embedpyramid.reports.svg import delta_histogram_svg, forest_plot_svg
+from embedpyramid.reports.tables import (
+    comparison_summary,
+    html_table,
+    key_table_markdown,
+    markdown_table,
+    slice_summary,
+)
+
+__all__ = [
+    "ComparisonReport",
+    "Figure",
+    "ReportFiles",
+    "comparison_summary",
+    "delta_histogram_svg",
+    "forest_plot_svg",
+    "html_table",
+    "key_table_markdown",
+    "markdown_table",
+    "render_html",
+    "render_markdown",
+    "report_figures",
+    "slice_summary",
+    "write_report",
+]

@@ -1,0 +1,227 @@
+"""Hand-written SVG plots of the comparison report: a forest plot and a delta histogram.
+
+Each function returns a standalone SVG document (with its ``xmlns``), usable as a file or as
+metadata; the HTML report inlines the same markup. Hover text comes from ``<title>`` elements,
+so no script is needed.
+"""
+
+from __future__ import annotations
+
+import math
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
+import polars as pl
+from numpy.typing import ArrayLike
+
+from embedpyramid.reports.tables import (
+    clip_text,
+    confidence_label,
+    format_interval,
+    slice_label,
+)
+
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+
+_FONT = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif"
+_BETTER = "#1b7837"  # interval entirely above zero: model B better
+_WORSE = "#b2182b"  # interval entirely below zero: model B worse
+_UNCLEAR = "#4d4d4d"
+_MUTED = "#8c8c8c"
+
+
+def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
+    """Forest plot of ``metric``: each slice's mean delta (B − A) with its bootstrap interval.
+
+    One block per (dataset, system, model pair), one line per slice in table order. Green:
+    the interval lies above zero; red: below; grey: it covers zero. Slices flagged
+    ``small_slice`` are drawn hollow and labelled ``small n``.
+    """
+    rows = comparisons.filter(pl.col("metric") == metric)
+    if rows.is_empty():
+        available = comparisons["metric"].unique(maintain_order=True).to_list()
+        raise ValueError(f"no comparisons for metric {metric!r}; available: {available}")
+
+    plot_left, plot_width, row_height = 310, 380, 20
+    width = plot_left + plot_width + 250
+    lo, hi = _padded_range([*rows["ci_low"], *rows["ci_high"], 0.0])
+
+    def x(value: float) -> float:
+        return plot_left + (value - lo) / (hi - lo) * plot_width
+
+    lines: list[str] = []
+    y = 50
+    pair_keys = ["dataset", "system", "model_a", "model_b"]
+    for (dataset, system, model_a, model_b), block in rows.partition_by(
+        pair_keys, as_dict=True, maintain_order=True
+    ).items():
+        heading = f"{dataset} · {system}: {model_b} − {model_a}"
+        lines.append(_text(8, y + 14, heading, weight="bold"))
+        y += row_height
+        for row in block.iter_rows(named=True):
+            center = y + row_height / 2
+            color = (
+                _BETTER if row["ci_low"] > 0 else _WORSE if row["ci_high"] < 0 else _UNCLEAR
+            )
+            small = row["small_slice"]
+            label = slice_label(row["slice_column"], row["slice_value"])
+            summary = (
+                f"{row['mean_delta']:+.4f} {format_interval(row['ci_low'], row['ci_high'])} "
+                f"n={row['n']}{' · small n' if small else ''}"
+            )
+            tooltip = f"{heading} | {label} | Δ {summary} | p (Holm) {row['p_holm']:.4g}"
+            lines.append(
+                f"<g><title>{escape(tooltip)}</title>"
+                + _text(16, center + 4, clip_text(label, 44), color=_MUTED if small else None)
+                + f'<line x1="{x(row["ci_low"]):.2f}" x2="{x(row["ci_high"]):.2f}" '
+                f'y1="{center:.1f}" y2="{center:.1f}" stroke="{color}" stroke-width="2"/>'
+                + f'<rect x="{x(row["mean_delta"]) - 4:.2f}" y="{center - 4:.1f}" width="8" '
+                f'height="8" fill="{"white" if small else color}" stroke="{color}" '
+                'stroke-width="1.5"/>'
+                + _text(plot_left + plot_width + 12, center + 4, summary, size=11)
+                + "</g>"
+            )
+            y += row_height
+        y += row_height / 2
+
+    axis_top, axis_bottom = 40, y
+    axis = [
+        f'<line x1="{x(0.0):.2f}" x2="{x(0.0):.2f}" y1="{axis_top}" y2="{axis_bottom:.1f}" '
+        'stroke="#999" stroke-dasharray="4 3"/>',
+        f'<line x1="{plot_left}" x2="{plot_left + plot_width}" y1="{axis_bottom:.1f}" '
+        f'y2="{axis_bottom:.1f}" stroke="#333"/>',
+    ]
+    for tick, text in _ticks(lo, hi):
+        axis.append(
+            f'<line x1="{x(tick):.2f}" x2="{x(tick):.2f}" y1="{axis_bottom:.1f}" '
+            f'y2="{axis_bottom + 5:.1f}" stroke="#333"/>'
+            + _text(x(tick), axis_bottom + 18, text, size=11, anchor="middle")
+        )
+    axis.append(
+        _text(
+            plot_left + plot_width / 2,
+            axis_bottom + 36,
+            f"Δ {metric} (B − A), mean and {confidence_label(rows)} bootstrap interval",
+            size=12,
+            anchor="middle",
+        )
+    )
+    title = f"Slice deltas on {metric}"
+    header = _text(8, 22, title, size=15, weight="bold")
+    return _document(width, axis_bottom + 48, title, [header, *axis, *lines])
+
+
+def delta_histogram_svg(deltas: ArrayLike, *, title: str = "", bins: int = 41) -> str:
+    """Histogram of per-query deltas over a range symmetric about zero.
+
+    ``bins`` (odd, so one bin is centred on zero) equal-width bins span ``[-m, m]`` with
+    ``m = max |delta|``. The subtitle gives n, the mean and the shares below, at and above 0.
+    """
+    values = np.asarray(deltas, dtype=np.float64).ravel()
+    if values.size == 0 or not np.isfinite(values).all():
+        raise ValueError("deltas must be a non-empty array of finite numbers")
+    if bins < 1 or bins % 2 == 0:
+        raise ValueError(f"bins must be a positive odd number (a bin centred on 0); got {bins}")
+    extent = float(np.abs(values).max()) or 1.0
+    counts, edges = np.histogram(values, bins=bins, range=(-extent, extent))
+
+    width, height = 640, 280
+    left, right, top, bottom = 56, 16, 56, 44
+    plot_width, plot_height = width - left - right, height - top - bottom
+    peak = int(counts.max())
+
+    def x(value: float) -> float:
+        return left + (value + extent) / (2 * extent) * plot_width
+
+    def y(count: float) -> float:
+        return top + plot_height - count / peak * plot_height
+
+    bars = []
+    for index, (count, start, stop) in enumerate(zip(counts, edges[:-1], edges[1:], strict=True)):
+        if count:
+            color = _BETTER if start > 0 else _WORSE if stop < 0 else _UNCLEAR
+            closing = "]" if index == bins - 1 else ")"  # numpy's last bin includes its edge
+            queries = "1 query" if count == 1 else f"{count} queries"
+            tooltip = f"[{start:+.4f}, {stop:+.4f}{closing}: {queries}"
+            bars.append(
+                f'<rect x="{x(start):.2f}" y="{y(count):.2f}" width="{x(stop) - x(start):.2f}" '
+                f'height="{top + plot_height - y(count):.2f}" fill="{color}" opacity="0.85">'
+                f"<title>{escape(tooltip)}</title></rect>"
+            )
+    base = top + plot_height
+    axis = [
+        f'<line x1="{left}" x2="{left + plot_width}" y1="{base}" y2="{base}" stroke="#333"/>',
+        f'<line x1="{left}" x2="{left}" y1="{top}" y2="{base}" stroke="#333"/>',
+        f'<line x1="{x(0.0):.2f}" x2="{x(0.0):.2f}" y1="{top}" y2="{base}" stroke="#999" '
+        'stroke-dasharray="4 3"/>',
+        _text(left - 6, top + 4, str(peak), size=11, anchor="end"),
+        _text(left - 6, base + 4, "0", size=11, anchor="end"),
+        _text(14, top + plot_height / 2, "queries", size=11, anchor="middle", rotate=True),
+    ]
+    for tick, text in _ticks(-extent, extent):
+        axis.append(
+            f'<line x1="{x(tick):.2f}" x2="{x(tick):.2f}" y1="{base}" y2="{base + 5}" '
+            'stroke="#333"/>' + _text(x(tick), base + 18, text, size=11, anchor="middle")
+        )
+    n = values.size
+    subtitle = (
+        f"n={n}, mean Δ={values.mean():+.4f}; below 0: {np.mean(values < 0):.0%}, "
+        f"exactly 0: {np.mean(values == 0):.0%}, above 0: {np.mean(values > 0):.0%}"
+    )
+    heading = title or "Per-query deltas"
+    texts = [
+        _text(8, 20, heading, size=14, weight="bold"),
+        _text(8, 40, subtitle, size=12, color=_UNCLEAR),
+    ]
+    return _document(width, height, heading, [*texts, *bars, *axis])
+
+
+def _document(width: float, height: float, title: str, parts: list[str]) -> str:
+    body = "\n".join(parts)
+    return (
+        f'<svg xmlns="{SVG_NAMESPACE}" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" style="{_FONT}">\n'
+        f"<title>{escape(title)}</title>\n"
+        f'<rect width="100%" height="100%" fill="white"/>\n{body}\n</svg>\n'
+    )
+
+
+def _text(
+    x: float,
+    y: float,
+    text: str,
+    *,
+    size: int = 12,
+    anchor: str = "start",
+    weight: str | None = None,
+    color: str | None = None,
+    rotate: bool = False,
+) -> str:
+    attributes = f'x="{x:.2f}" y="{y:.2f}" font-size="{size}" text-anchor="{anchor}"'
+    if weight:
+        attributes += f' font-weight="{weight}"'
+    if color:
+        attributes += f' fill="{color}"'
+    if rotate:
+        attributes += f" transform={quoteattr(f'rotate(-90 {x:.2f} {y:.2f})')}"
+    return f"<text {attributes}>{escape(text)}</text>"
+
+
+def _padded_range(values: list[float]) -> tuple[float, float]:
+    lo, hi = min(values), max(values)
+    span = hi - lo or max(abs(lo), 1e-3)
+    return lo - 0.05 * span, hi + 0.05 * span
+
+
+def _ticks(lo: float, hi: float, target: int = 5) -> list[tuple[float, str]]:
+    """About ``target`` round ticks (steps of 1, 2 or 5 x 10^k) inside [lo, hi], with labels."""
+    raw = (hi - lo) / target
+    exponent = math.floor(math.log10(raw))
+    step = min(m * 10.0**exponent for m in (1, 2, 5, 10) if m * 10.0**exponent >= raw)
+    decimals = max(0, -math.floor(math.log10(step)))
+    first = math.ceil(lo / step)
+    last = math.floor(hi / step)
+    return [
+        (i * step, f"{i * step + 0.0:+.{decimals}f}" if i else "0")
+        for i in range(first, last + 1)
+    ]
