@@ -5,7 +5,7 @@ import dagster as dg
 import polars as pl
 
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
-from embedpyramid.tables import markdown_table
+from embedpyramid.reports import markdown_table
 from pipelines.partitions import dataset_partitions
 from resources import ProjectResource
 

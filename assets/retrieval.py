@@ -9,7 +9,7 @@ from embedpyramid.hashing import sha256_table
 from embedpyramid.retrieval import score_run, search_embeddings, write_scored_run
 from embedpyramid.search import write_trec_run
 from embedpyramid.store import write_parquet
-from embedpyramid.tables import markdown_table
+from embedpyramid.reports import markdown_table
 from pipelines.partitions import evaluation_fingerprint, model_dataset_partitions, split_key
 from resources import ProjectResource
 

@@ -1,12 +1,18 @@
-"""Cross-model summary: the results database and the leaderboard over every current card."""
+"""Cross-model summaries: paired comparisons, the results database and the comparison report."""
 
+import base64
 
 import dagster as dg
 
-from embedpyramid.results import EvaluatedPartition, build_results_db, read_leaderboard
-from embedpyramid.retrieval import read_metrics_manifest
-from embedpyramid.tables import markdown_table
-from assets.retrieval import EXACT
+from embedpyramid.reports import forest_plot_svg, key_table_markdown, markdown_table
+from embedpyramid.results import build_results_db, read_leaderboard
+from embedpyramid.summary import (
+    build_report,
+    compare_evaluated,
+    evaluated_partitions,
+    read_comparison_tables,
+)
+from pipelines.partitions import summary_fingerprint
 from resources import ProjectResource
 
 
@@ -14,32 +20,49 @@ from resources import ProjectResource
     deps=["retrieval_metrics"],
     group_name="summary",
     code_version="1",
+    kinds={"parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
+)
+def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+    """Every model against the baseline per dataset × metric × slice: mean delta, paired bootstrap
+    CI, sign-flip p-value with Holm across the report, win/tie/loss; plus the worst regressions
+    and the per-query deltas of the report metric."""
+    config, store = project.config, project.store
+    partitions, missing = evaluated_partitions(config, store)
+    tables = compare_evaluated(config, store, partitions)
+    paths = tables.write(store.comparisons_dir)
+    for reason in [*tables.skipped, *(f"not evaluated yet: {m}" for m in missing)]:
+        context.log.warning(reason)
+    compared = tables.comparisons
+    families = compared["holm_family"].unique().sort().to_list() if compared.height else []
+    return dg.MaterializeResult(metadata={
+        "rows": dg.MetadataValue.int(compared.height),
+        "baseline": dg.MetadataValue.text(config.baseline.key),
+        "holm_families": dg.MetadataValue.json(families),
+        "skipped": dg.MetadataValue.json(tables.skipped),
+        "key_table": dg.MetadataValue.md(key_table_markdown(compared) if compared.height else "nothing compared yet"),
+        "path": dg.MetadataValue.path(str(paths["comparisons"])),
+        "fingerprint": dg.MetadataValue.text(summary_fingerprint(config, store)),
+    })
+
+
+@dg.asset(
+    deps=["retrieval_metrics", "comparisons"],
+    group_name="summary",
+    code_version="2",
     kinds={"duckdb"},
     automation_condition=dg.AutomationCondition.eager(),
 )
 def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-    """``<data>/results.duckdb``: per-query metrics, runs, qrels and the leaderboard of every card
-    in ``models.yaml`` on every dataset that has been evaluated."""
-    config, store = project.config, project.store
-    partitions, missing = [], []
-    for dataset in config.datasets:
-        for model in config.models.values():
-            metrics_path = store.metrics_path(dataset, model.key, EXACT)
-            if not metrics_path.is_file():
-                missing.append(f"{model.key} × {dataset}")
-                continue
-            partitions.append(EvaluatedPartition(
-                dataset=dataset, model_key=model.key, model_name=model.name, card_hash=model.card_hash,
-                card=model.hashed_fields(), system=EXACT, metrics_path=metrics_path,
-                run_path=store.run_dir(dataset, model.key) / f"{EXACT}.parquet",
-                qrels_path=store.dataset_dir(dataset) / "qrels.parquet",
-                conventions=read_metrics_manifest(metrics_path)["conventions"],
-            ))
+    """``<data>/results.duckdb``: per-query metrics, runs, qrels, the leaderboard and the
+    comparisons of every card in ``models.yaml`` on every dataset that has been evaluated."""
+    store = project.store
+    partitions, missing = evaluated_partitions(project.config, store)
     if missing:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
-    path = build_results_db(store.results_db, partitions)
-    leaderboard = read_leaderboard(path)
-    wide = leaderboard.pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
+    path = build_results_db(store.results_db, partitions, {
+        name: store.comparisons_dir / f"{name}.parquet" for name in ("comparisons", "regressions")})
+    wide = read_leaderboard(path).pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(path)),
@@ -48,3 +71,28 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
             "leaderboard": dg.MetadataValue.md(markdown_table(wide)),
         },
     )
+
+
+@dg.asset(
+    deps=["results_db", "comparisons"],
+    group_name="summary",
+    code_version="1",
+    kinds={"html"},
+    automation_condition=dg.AutomationCondition.eager(),
+)
+def comparison_report(project: ProjectResource) -> dg.MaterializeResult:
+    """``<data>/report/report.{md,html}``: leaderboard, comparisons, a forest plot of slice
+    deltas with CIs, the per-query delta distributions and the worst regressions."""
+    config, store = project.config, project.store
+    metric = config.protocol.comparison.report_metric
+    tables = read_comparison_tables(store.comparisons_dir)
+    files = build_report(store.report_dir, read_leaderboard(store.results_db), tables, metric)
+    metadata = {
+        "markdown": dg.MetadataValue.path(str(files.markdown)),
+        "html": dg.MetadataValue.path(str(files.html)),
+    }
+    if tables.comparisons.height:
+        svg = base64.b64encode(forest_plot_svg(tables.comparisons, metric).encode()).decode()
+        metadata["key_table"] = dg.MetadataValue.md(key_table_markdown(tables.comparisons))
+        metadata["forest_plot"] = dg.MetadataValue.md(f"![forest plot of {metric}](data:image/svg+xml;base64,{svg})")
+    return dg.MaterializeResult(metadata=metadata)

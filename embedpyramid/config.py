@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from embedpyramid.compare import ComparisonSettings
 from embedpyramid.hashing import sha256_json
 from embedpyramid.metrics import Measure, MetricConventions, default_measures
 
@@ -137,14 +138,32 @@ class SearchSettings(_Strict):
     query_block_size: int = Field(1024, ge=1)
 
 
+class ComparisonConfig(_Strict):
+    """Paired comparisons against a baseline card: resampling, tests, slices and the report."""
+
+    baseline: str | None = None
+    all_pairs: bool = False
+    n_resamples: int = Field(10_000, ge=1)
+    n_permutations: int = Field(100_000, ge=1)
+    seed: int = 42
+    confidence: float = Field(0.95, gt=0, lt=1)
+    tie_epsilon: float = Field(1e-9, ge=0)
+    min_slice_n: int = Field(20, ge=1)
+    worst_n: int = Field(10, ge=1)
+    length_buckets: list[int] = Field(default_factory=lambda: [4, 8, 16])
+    report_metric: str = "nDCG@10"
+
+
 class Protocol(_Strict):
-    """The evaluation protocol: cutoffs, retrieval depth, metric conventions, search blocking."""
+    """The evaluation protocol: cutoffs, retrieval depth, metric conventions, search blocking,
+    and the paired comparisons."""
 
     k_values: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 100])
     depth: int = Field(100, ge=1)
     gain: Literal["linear", "exponential"] = "linear"
     relevance_threshold: int = Field(1, ge=1)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    comparison: ComparisonConfig = Field(default_factory=ComparisonConfig)
 
     @model_validator(mode="after")
     def _depth_covers_k(self) -> Protocol:
@@ -152,6 +171,10 @@ class Protocol(_Strict):
             raise ValueError("k_values must be a non-empty list of positive integers")
         if self.depth < max(self.k_values):
             raise ValueError(f"depth {self.depth} must be at least the largest k ({max(self.k_values)})")
+        allowed = [str(m) for m in self.measures()]
+        if self.comparison.report_metric not in allowed:
+            raise ValueError(f"comparison.report_metric {self.comparison.report_metric!r} is not measured; "
+                             f"allowed: {', '.join(allowed)}")
         return self
 
     def measures(self) -> list[Measure]:
@@ -198,6 +221,22 @@ class ProjectConfig:
     models: dict[str, ResolvedModel]
     datasets: dict[str, ChatterbotDataset | BeirDataset]
     protocol: Protocol
+
+    @property
+    def baseline(self) -> ResolvedModel:
+        """The card every other model is compared with: ``comparison.baseline``, else the first card."""
+        return self.models[self.protocol.comparison.baseline or next(iter(self.models))]
+
+    def comparison_settings(self, dataset: str) -> ComparisonSettings:
+        """The paired-comparison settings for one dataset (its slices and resampling groups)."""
+        spec, comparison = self.dataset(dataset), self.protocol.comparison
+        return ComparisonSettings(
+            baseline=self.baseline.key, all_pairs=comparison.all_pairs, n_resamples=comparison.n_resamples,
+            n_permutations=comparison.n_permutations, seed=comparison.seed, confidence=comparison.confidence,
+            tie_epsilon=comparison.tie_epsilon, min_slice_n=comparison.min_slice_n, worst_n=comparison.worst_n,
+            group_column=spec.group_column, slice_columns=tuple(spec.slices),
+            length_buckets=tuple(comparison.length_buckets),
+        )
 
     def model_by_key(self, key: str) -> ResolvedModel:
         for model in self.models.values():
@@ -341,4 +380,11 @@ def load_config(directory: str | Path) -> ProjectConfig:
     folder = Path(directory).expanduser().resolve()
     if not folder.is_dir():
         raise ConfigError(f"config folder {folder} does not exist")
-    return ProjectConfig(folder, load_models(folder), load_datasets(folder), load_protocol(folder))
+    models, protocol = load_models(folder), load_protocol(folder)
+    baseline = protocol.comparison.baseline
+    if baseline is not None and baseline not in models:
+        raise ConfigError(
+            f"{folder / 'protocol.yaml'}: comparison.baseline {baseline!r} is not a card in models.yaml; "
+            f"allowed: {', '.join(models)}"
+        )
+    return ProjectConfig(folder, models, load_datasets(folder), protocol)

@@ -8,14 +8,16 @@ self-contained (the rows are copied in). It exposes the views
 - ``runs(dataset, model, system, query_id, rank, doc_id, score)``
 - ``qrels(dataset, query_id, doc_id, relevance)``
 
-plus ``models(model, name, card_hash, card)`` and ``conventions(dataset, model, system, conventions)``.
-``model`` is always the partition key (``name@hash7``), so two cards never share a row.
+plus ``models(model, name, card_hash, card)``, ``conventions(dataset, model, system, conventions)``
+and ``comparisons`` and ``regressions`` (the paired statistics of :mod:`embedpyramid.compare`;
+empty until two models are evaluated on a dataset). ``model`` is always the partition key
+(``name@hash7``), so two cards never share a row.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +28,6 @@ import polars as pl
 from embedpyramid.metrics import parse_measure
 from embedpyramid.store import write_with
 
-VIEWS = ("per_query_metrics", "leaderboard", "runs", "qrels", "models", "conventions")
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,13 @@ def _literal(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def build_results_db(target: Path, partitions: Sequence[EvaluatedPartition]) -> Path:
-    """Write the results database atomically; an empty ``partitions`` is an error."""
+def build_results_db(
+    target: Path, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, Path] | None = None
+) -> Path:
+    """Write the results database atomically; an empty ``partitions`` is an error.
+
+    ``extra_tables`` maps view names to Parquet files copied in as they are.
+    """
     if not partitions:
         raise ValueError("no evaluated partitions to summarize: materialize retrieval_metrics first")
 
@@ -79,7 +85,10 @@ def build_results_db(target: Path, partitions: Sequence[EvaluatedPartition]) -> 
                 "INSERT INTO t_conventions VALUES (?, ?, ?, ?)",
                 [(p.dataset, p.model_key, p.system, json.dumps(p.conventions, sort_keys=True)) for p in partitions],
             )
-            for view in ("per_query_metrics", "runs", "qrels", "models", "conventions"):
+            extra = dict(extra_tables or {})
+            for name, path in extra.items():
+                con.execute(f"CREATE TABLE t_{name} AS SELECT * FROM read_parquet({_literal(path)})")
+            for view in ("per_query_metrics", "runs", "qrels", "models", "conventions", *extra):
                 con.execute(f"CREATE VIEW {view} AS SELECT * FROM t_{view}")
             con.execute(
                 "CREATE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
@@ -98,7 +107,8 @@ def read_leaderboard(db_path: Path) -> pl.DataFrame:
 
 
 def sort_metrics(frame: pl.DataFrame) -> pl.DataFrame:
-    """Order rows by dataset, model, system, then metric family and cutoff (not alphabetically)."""
+    """Order rows by dataset, model, system, then metric family and cutoff (not alphabetically);
+    rows that tie keep their order."""
     families = ["nDCG", "Recall", "MAP", "MRR", "P", "Hit", "RPrec"]
 
     def rank(metric: str) -> tuple[int, int]:
@@ -107,7 +117,7 @@ def sort_metrics(frame: pl.DataFrame) -> pl.DataFrame:
 
     order = {metric: index for index, metric in enumerate(sorted(frame["metric"].unique().to_list(), key=rank))}
     return frame.with_columns(pl.col("metric").replace_strict(order, return_dtype=pl.Int64).alias("_order")).sort(
-        [c for c in ("dataset", "model", "system") if c in frame.columns] + ["_order"]
+        [c for c in ("dataset", "model", "system") if c in frame.columns] + ["_order"], maintain_order=True
     ).drop("_order")
 
 

@@ -83,3 +83,11 @@ class ArtifactStore:
     @property
     def results_db(self) -> Path:
         return self.root / "results.duckdb"
+
+    @property
+    def comparisons_dir(self) -> Path:
+        return self.root / "comparisons"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"

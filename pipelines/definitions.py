@@ -14,19 +14,25 @@ import dagster as dg
 from assets.data import frozen_dataset
 from assets.embeddings import document_embeddings, query_embeddings
 from assets.retrieval import exact_topk, retrieval_metrics
-from assets.summary import results_db
+from assets.summary import comparison_report, comparisons, results_db
 from embedpyramid.config import ConfigError, load_config
 from pipelines.partitions import DATASETS, partition_sync
 from resources import EncoderRegistry, ProjectResource
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ASSETS = [frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics, results_db]
+ASSETS = [
+    frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics,
+    comparisons, results_db, comparison_report,
+]
 
 refresh_datasets_job = dg.define_asset_job(
     "refresh_datasets", selection=[frozen_dataset],
     description="Re-freeze one dataset; identical data keeps its data version, so nothing downstream moves.",
 )
-summary_job = dg.define_asset_job("summary", selection=[results_db], description="Rebuild results.duckdb")
+SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report"]
+summary_job = dg.define_asset_job(
+    "summary", selection=SUMMARY_ASSETS, description="Recompute the comparisons, results.duckdb and the report"
+)
 
 
 @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dagster as dg
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
+from embedpyramid.data import open_frozen
 from embedpyramid.hashing import sha256_json
+from embedpyramid.store import ArtifactStore
 
 MODELS = "models"
 DATASETS = "datasets"
@@ -31,15 +33,34 @@ def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
 def evaluation_fingerprint(config: ProjectConfig, model: ResolvedModel, dataset: str, dataset_version: str) -> str:
     """Everything an evaluation's numbers depend on; equal fingerprints mean nothing to recompute.
 
-    Run settings (batch size, device, threads) are left out: they do not change a vector.
+    Run settings (batch size, device, threads) and the comparison settings are left out: they
+    change no per-partition number.
     """
     return sha256_json({
         "card": model.card_hash,
         "dataset": dataset_version,
-        "protocol": config.protocol.model_dump(),
+        "protocol": config.protocol.model_dump(exclude={"comparison"}),
         "conventions": config.protocol.conventions(config.dataset(dataset)).as_dict(),
         "code": EVALUATION_CODE_VERSION,
     })
+
+
+def summary_fingerprint(config: ProjectConfig, store: ArtifactStore) -> str:
+    """What the cross-model summary depends on: the comparison settings and the fingerprint of
+    every current (model, dataset) evaluation on disk."""
+    evaluations = []
+    for dataset in config.datasets:
+        manifest = store.dataset_dir(dataset) / "manifest.json"
+        if not manifest.is_file():
+            continue
+        version = open_frozen(store.dataset_dir(dataset)).version
+        evaluations += [
+            evaluation_fingerprint(config, model, dataset, version)
+            for model in config.models.values()
+            if store.metrics_path(dataset, model.key, "exact").is_file()
+        ]
+    return sha256_json({"comparison": config.protocol.comparison.model_dump(), "baseline": config.baseline.key,
+                        "evaluations": sorted(evaluations), "code": EVALUATION_CODE_VERSION})
 
 
 def partition_sync(instance: dg.DagsterInstance, config: ProjectConfig) -> dict[str, tuple[list[str], list[str]]]:

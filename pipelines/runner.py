@@ -2,11 +2,12 @@
 
 One Dagster run per partition, in dependency order: each selected dataset is frozen, each
 (model, dataset) partition goes through embeddings → exact top-k → retrieval metrics, then
-the results database is rebuilt. Like "materialize stale and missing", a partition whose
-evaluation fingerprint (card hash, dataset version, protocol, code version) matches its latest
-materialization is skipped, and a dataset whose content hash matches its latest
-materialization is not re-frozen. A failing partition is reported and does not stop the others;
-what was already written stays.
+the comparisons, the results database and the report are rebuilt in one run. Like
+"materialize stale and missing": a partition whose evaluation fingerprint (card hash,
+dataset version, protocol, code version) matches its latest materialization is skipped, a
+dataset whose content hash matches its latest materialization is not re-frozen, and the
+summary is rebuilt only when an evaluation or the comparison settings changed. A failing
+partition is reported and does not stop the others; what was already written stays.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import dagster as dg
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
 from embedpyramid.data import dataset_version, load_configured_dataset, open_frozen, table_hashes
 from embedpyramid.store import ArtifactStore
-from pipelines.definitions import build_definitions
-from pipelines.partitions import apply_partition_sync, evaluation_fingerprint, model_dataset_key
+from pipelines.definitions import SUMMARY_ASSETS, build_definitions
+from pipelines.partitions import apply_partition_sync, evaluation_fingerprint, model_dataset_key, summary_fingerprint
 
 PARTITION_ASSETS = ["query_embeddings", "document_embeddings", "exact_topk", "retrieval_metrics"]
 # Dagster's per-event log lines drown the progress bars; every event stays in the instance (the UI).
@@ -135,12 +136,18 @@ def run_pipeline(
                 report.materialized.append((model.key, dataset))
             else:
                 report.failures.append(f"{model.key} × {dataset}: {_failure(result)}")
-    summary_missing = not store.results_db.is_file() or _latest_materialization(instance, "results_db", None) is None
-    if report.frozen or report.materialized or summary_missing:
-        result = materialize(["results_db"], None)
+    latest_summary = _latest_materialization(instance, "comparisons", None)
+    recorded_summary = latest_summary.metadata.get("fingerprint") if latest_summary is not None else None
+    summary_current = (
+        recorded_summary is not None and recorded_summary.value == summary_fingerprint(config, store)
+        and store.results_db.is_file()
+        and all(_latest_materialization(instance, asset, None) is not None for asset in SUMMARY_ASSETS)
+    )
+    if not summary_current:
+        result = materialize(SUMMARY_ASSETS, None)
         report.summary_built = result.success
         if not result.success:
-            report.failures.append(f"results_db: {_failure(result)}")
+            report.failures.append(f"summary: {_failure(result)}")
     return report
 
 

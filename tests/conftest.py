@@ -33,10 +33,15 @@ def write_configs(tmp_path: Path) -> ConfigWriter:
               protocol: dict | None = None) -> Path:
         target = tmp_path / folder
         target.mkdir(parents=True, exist_ok=True)
+        if protocol is None:
+            protocol = default_section("protocol")
+            if models is not None and protocol["comparison"]["baseline"] not in models:
+                # The default baseline names a default card: fall back to the first card.
+                protocol["comparison"].pop("baseline")
         sections = {
             "models": {"models": models} if models is not None else default_section("models"),
             "datasets": {"datasets": datasets} if datasets is not None else default_section("datasets"),
-            "protocol": protocol if protocol is not None else default_section("protocol"),
+            "protocol": protocol,
         }
         for name, content in sections.items():
             (target / f"{name}.yaml").write_text(yaml.safe_dump(content, sort_keys=False))

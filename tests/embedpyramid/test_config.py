@@ -1,8 +1,12 @@
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from embedpyramid.config import ConfigError, load_config
+
+DEFAULT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def test_default_configs_load_two_models_on_different_backends(write_configs):
@@ -101,3 +105,16 @@ def test_missing_file_is_named(tmp_path):
     (tmp_path / "models.yaml").write_text("models: {}\n")
     with pytest.raises(ConfigError, match=r"models\.yaml: needs a non-empty mapping under 'models:'"):
         load_config(tmp_path)
+
+
+def test_comparison_baseline_and_report_metric_are_checked(write_configs, default_models):
+    protocol = yaml.safe_load((DEFAULT_CONFIGS / "protocol.yaml").read_text())
+    with pytest.raises(ConfigError, match=r"comparison\.baseline 'e5' is not a card in models\.yaml; allowed: minilm-l6, use-m3"):
+        load_config(write_configs("a", protocol={**protocol, "comparison": {"baseline": "e5"}}))
+    with pytest.raises(ConfigError, match=r"comparison\.report_metric 'nDCG@20' is not measured"):
+        load_config(write_configs("b", protocol={**protocol, "comparison": {"report_metric": "nDCG@20"}}))
+    config = load_config(write_configs("c", protocol={**protocol, "comparison": {"baseline": "use-m3", "seed": 3}}))
+    settings = config.comparison_settings("chatterbot-en")
+    assert settings.baseline == config.models["use-m3"].key and settings.seed == 3
+    assert settings.slice_columns == ("category",) and settings.group_column is None
+    assert load_config(write_configs("d", protocol={**protocol, "comparison": {}})).baseline.name == "minilm-l6"

@@ -23,15 +23,19 @@ def partition(tmp_path, model: str, values: list[float]) -> EvaluatedPartition:
 
 
 def test_results_db_views_and_leaderboard(tmp_path):
+    pl.DataFrame({"metric": ["P@1"], "mean_delta": [-0.5]}).write_parquet(tmp_path / "comparisons.parquet")
+    pl.DataFrame(schema={"metric": pl.String, "delta": pl.Float64}).write_parquet(tmp_path / "regressions.parquet")
     db = build_results_db(tmp_path / "results.duckdb", [
         partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0]),
         partition(tmp_path, "b@2", [0.0, 0.25, 0.0, 0.0]),
-    ])
+    ], {"comparisons": tmp_path / "comparisons.parquet", "regressions": tmp_path / "regressions.parquet"})
     with duckdb.connect(str(db), read_only=True) as con:
         columns = {view: [row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()]
                    for view in ("per_query_metrics", "leaderboard", "runs", "qrels")}
-        assert con.execute("SELECT count(*) FROM runs").fetchone() == (4,)
-        assert con.execute("SELECT count(*) FROM qrels").fetchone() == (2,)
+        assert con.sql("SELECT count(*) FROM runs").fetchall() == [(4,)]
+        assert con.sql("SELECT count(*) FROM qrels").fetchall() == [(2,)]
+        assert con.sql("SELECT metric, mean_delta FROM comparisons").fetchall() == [("P@1", -0.5)]
+        assert con.sql("SELECT count(*) FROM regressions").fetchall() == [(0,)]
     assert columns == {
         "per_query_metrics": ["dataset", "model", "system", "query_id", "metric", "value"],
         "leaderboard": ["dataset", "model", "system", "metric", "mean", "n"],

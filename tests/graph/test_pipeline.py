@@ -1,10 +1,13 @@
 """Graph tests: real Dagster materializations of the real assets with real models."""
 
 import re
+from pathlib import Path
+
 import duckdb
 import numpy as np
 import polars as pl
 import pytest
+import yaml
 import dagster as dg
 
 from embedpyramid.cli import main
@@ -16,6 +19,12 @@ from pipelines.definitions import defs, model_cards_sensor
 from pipelines.partitions import DATASETS, MODELS, model_dataset_key
 from pipelines.runner import run_pipeline
 from resources import ProjectResource
+
+DEFAULT_PROTOCOL = Path(__file__).resolve().parents[2] / "configs" / "protocol.yaml"
+
+
+def default_section(name: str) -> dict:
+    return yaml.safe_load((DEFAULT_PROTOCOL.parent / f"{name}.yaml").read_text())
 
 
 def test_definitions_load_with_lineage_partitions_and_automation():
@@ -29,7 +38,9 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "document_embeddings": ["frozen_dataset"],
         "exact_topk": ["document_embeddings", "query_embeddings"],
         "retrieval_metrics": ["exact_topk", "frozen_dataset"],
-        "results_db": ["retrieval_metrics"],
+        "comparisons": ["retrieval_metrics"],
+        "results_db": ["comparisons", "retrieval_metrics"],
+        "comparison_report": ["comparisons", "results_db"],
     }
     assert {s.name for s in repository.sensor_defs} == {"model_cards_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
@@ -83,6 +94,27 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
         assert all(e.status.value == "SUCCEEDED" for e in evaluation.values())
     assert sorted(instance.get_dynamic_partitions(MODELS)) == sorted(keys)
 
+    # The comparison of the two models: every metric and slice, and the report that shows it.
+    with duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True) as con:
+        compared = pl.from_arrow(con.sql("SELECT * FROM comparisons").to_arrow_table())
+        worst = pl.from_arrow(con.sql("SELECT * FROM regressions WHERE direction = 'regression'").to_arrow_table())
+    n_slices = 1 + 21 + 4  # all queries, 21 categories, 4 query-length buckets
+    assert compared.height == n_measures * n_slices
+    assert set(compared["model_a"]) == {config.baseline.key} and set(compared["model_b"]) == {config.models["use-m3"].key}
+    overall = compared.filter((pl.col("slice_column") == "all") & (pl.col("metric") == "nDCG@10")).row(0, named=True)
+    assert overall["n"] == 748 and overall["wins"] + overall["ties"] + overall["losses"] == 748
+    assert overall["ci_low"] <= overall["mean_delta"] <= overall["ci_high"]
+    assert overall["mean_delta"] == pytest.approx(overall["mean_b"] - overall["mean_a"])
+    assert compared["holm_family"].unique().to_list() == [
+        f"dataset=chatterbot-en: 1 pair × {n_measures} metrics × {n_slices} slices = {n_measures * n_slices} tests"]
+    assert (compared["p_holm"] >= compared["p_value"]).all()
+    assert compared.filter(pl.col("n") < 20)["small_slice"].all()
+    assert worst.height == 10 and (worst["delta"] < 0).all() and worst["delta"].is_sorted()
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "<svg" in html and "Worst regressions" in html and "http://" not in html and "https://" not in html
+    report = instance.fetch_materializations(dg.AssetKey("comparison_report"), limit=1).records[0]
+    assert report.asset_materialization.metadata["forest_plot"].value.startswith("![forest plot of nDCG@10](data:image/svg+xml;base64,")
+
 
 def small_run(write_configs, small_chatterbot, models, instance, data, folder):
     return run_pipeline(write_configs(folder, models=models, datasets=small_chatterbot), data, instance=instance)
@@ -97,6 +129,13 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
 
     again = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
     assert (again.materialized, again.encoded, again.frozen, len(again.skipped)) == ([], [], [], 2)
+    assert not again.summary_built
+
+    protocol = {**default_section("protocol"), "comparison": {**default_section("protocol")["comparison"], "seed": 7}}
+    reseeded = run_pipeline(write_configs("c-seed", models=default_models, datasets=small_chatterbot, protocol=protocol),
+                            data, instance=instance)
+    assert (reseeded.materialized, reseeded.encoded, len(reseeded.skipped), reseeded.summary_built) == ([], [], 2, True)
+    assert pl.read_parquet(data / "comparisons" / "comparisons.parquet")["seed"].unique().to_list() == [7]
 
     batch = {**default_models, "minilm-l6": {**minilm, "run": {**minilm["run"], "batch_size": 5}}}
     rerun = small_run(write_configs, small_chatterbot, batch, instance, data, "c2")
@@ -114,6 +153,8 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     report = small_run(write_configs, small_chatterbot, added, instance, data, "c-added")
     new_key = load_config(tmp_path / "c-added").models["minilm-l6-64"].key
     assert report.materialized == [(new_key, "chatterbot-small")] and len(report.skipped) == 2
+    assert report.summary_built
+    assert set(pl.read_parquet(data / "comparisons" / "comparisons.parquet")["model_b"]) == {use_key, new_key}
     assert {p for p in instance.get_dynamic_partitions(MODELS)} == {m.key for m in load_config(tmp_path / "c-added").models.values()}
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
         assert {row[0] for row in con.sql("SELECT DISTINCT model FROM leaderboard").fetchall()} == \
