@@ -1,27 +1,42 @@
-"""Query and document embeddings per (model, dataset), cached by (card hash, input table hash)."""
-
+"""Query and document embeddings per (model, dataset), cached by (card hash, input table hash),
+and their raw twins (pyramid L1): the same model without its final Normalize module."""
 
 import dagster as dg
 
 from embedpyramid.data import encoding_inputs, open_frozen
-from embedpyramid.encode import PLURAL, Kind, embed_table, read_embeddings, vector_problems
+from embedpyramid.encode import (
+    PLURAL,
+    Kind,
+    cached_embedding_path,
+    direction_difference,
+    embed_table,
+    read_embeddings,
+    vector_problems,
+)
 from pipelines.partitions import model_dataset_partitions, split_key
 from resources import EncoderRegistry, ProjectResource
 
+# Unit(raw) may differ from the shipped vector only by float rounding.
+DIRECTION_TOLERANCE = 1e-5
 
-def _embedding_asset(kind: Kind) -> dg.AssetsDefinition:
-    name = f"{kind}_embeddings"
+
+def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
+    name = f"raw_{kind}_embeddings" if raw else f"{kind}_embeddings"
+    checks = [dg.AssetCheckSpec("vectors_valid", asset=name, blocking=True,
+                                description="One finite, non-zero vector of the card's dimension per row")]
+    if raw:
+        checks.append(dg.AssetCheckSpec("direction_preserved", asset=name, blocking=True,
+                                        description=f"max |unit(raw) - shipped| <= {DIRECTION_TOLERANCE}"))
 
     @dg.asset(
         name=name,
         partitions_def=model_dataset_partitions,
-        deps=["frozen_dataset"],
-        group_name="embeddings",
+        deps=["frozen_dataset", f"{kind}_embeddings"] if raw else ["frozen_dataset"],
+        group_name="l1_geometry" if raw else "embeddings",
         code_version="1",
         kinds={"parquet", "torch"},
         automation_condition=dg.AutomationCondition.eager(),
-        check_specs=[dg.AssetCheckSpec("vectors_valid", asset=name, blocking=True,
-                                       description="One finite, non-zero vector of the card's dimension per row")],
+        check_specs=checks,
     )
     def embeddings(
         context: dg.AssetExecutionContext, project: ProjectResource, encoders: EncoderRegistry
@@ -37,32 +52,47 @@ def _embedding_asset(kind: Kind) -> dg.AssetsDefinition:
                 logged_tenths[0] = done * 10 // total
                 context.log.info(f"encoded {done}/{total} {PLURAL[kind]} with {model_key}")
 
-        result = embed_table(project.store, model, kind, inputs, lambda: encoders.encoder(model), progress)
+        result = embed_table(project.store, model, kind, inputs, lambda: encoders.encoder(model), progress, raw=raw)
         stored_ids, vectors = read_embeddings(result.path)
         problems = vector_problems(vectors, len(inputs.ids), model.card.dimension or result.metadata["dim"])
         if stored_ids != inputs.ids:
             problems.append(f"ids in {result.path} do not match the frozen {kind} table")
         meta = result.metadata
+        check_results = [dg.AssetCheckResult(check_name="vectors_valid", passed=not problems,
+                                             metadata={"problems": dg.MetadataValue.json(problems)})]
+        metadata = {
+            "rows": dg.MetadataValue.int(meta["rows"]),
+            "dim": dg.MetadataValue.int(meta["dim"]),
+            "cache_hit": dg.MetadataValue.bool(result.cache_hit),
+            "encode_seconds": dg.MetadataValue.float(meta["seconds"]),
+            "texts_per_second": dg.MetadataValue.float(meta["texts_per_second"] or 0.0),
+            "tokens": dg.MetadataValue.int(meta["tokens"] or 0),
+            "normalized": dg.MetadataValue.bool(meta["normalized"]),
+            "backend": dg.MetadataValue.json(meta["backend"]),
+            "card_hash": dg.MetadataValue.text(model.card_hash),
+            "path": dg.MetadataValue.path(str(result.path)),
+        }
+        if raw:
+            _, shipped = read_embeddings(cached_embedding_path(project.store, model, frozen, kind))
+            difference = direction_difference(vectors, shipped)
+            metadata["direction_difference"] = dg.MetadataValue.float(difference)
+            turned = [] if difference <= DIRECTION_TOLERANCE else [
+                f"max |unit(raw) - shipped| = {difference:.3g} > {DIRECTION_TOLERANCE}: stripping the "
+                "Normalize module changed directions, so the raw vectors are not this model's"]
+            check_results.append(dg.AssetCheckResult(
+                check_name="direction_preserved", passed=not turned,
+                metadata={"max_abs_difference": dg.MetadataValue.float(difference),
+                          "problems": dg.MetadataValue.json(turned)}))
         return dg.MaterializeResult(
-            metadata={
-                "rows": dg.MetadataValue.int(meta["rows"]),
-                "dim": dg.MetadataValue.int(meta["dim"]),
-                "cache_hit": dg.MetadataValue.bool(result.cache_hit),
-                "encode_seconds": dg.MetadataValue.float(meta["seconds"]),
-                "texts_per_second": dg.MetadataValue.float(meta["texts_per_second"] or 0.0),
-                "tokens": dg.MetadataValue.int(meta["tokens"] or 0),
-                "normalized": dg.MetadataValue.bool(meta["normalized"]),
-                "backend": dg.MetadataValue.json(meta["backend"]),
-                "card_hash": dg.MetadataValue.text(model.card_hash),
-                "path": dg.MetadataValue.path(str(result.path)),
-            },
+            metadata=metadata,
             data_version=dg.DataVersion(result.path.stem + "@" + model.card_hash[:16]),
-            check_results=[dg.AssetCheckResult(check_name="vectors_valid", passed=not problems,
-                                               metadata={"problems": dg.MetadataValue.json(problems)})],
+            check_results=check_results,
         )
 
     return embeddings
 
 
-query_embeddings = _embedding_asset("query")
-document_embeddings = _embedding_asset("document")
+query_embeddings = _embedding_asset("query", raw=False)
+document_embeddings = _embedding_asset("document", raw=False)
+raw_query_embeddings = _embedding_asset("query", raw=True)
+raw_document_embeddings = _embedding_asset("document", raw=True)

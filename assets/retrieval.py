@@ -10,7 +10,7 @@ from embedpyramid.retrieval import score_run, search_embeddings, write_scored_ru
 from embedpyramid.search import write_trec_run
 from embedpyramid.store import write_parquet
 from embedpyramid.reports import markdown_table
-from pipelines.partitions import evaluation_fingerprint, model_dataset_partitions, split_key
+from pipelines.partitions import L2, group_fingerprint, model_dataset_partitions, split_key
 from resources import ProjectResource
 
 EXACT = "exact"
@@ -78,7 +78,7 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
             "excluded_queries": dg.MetadataValue.int(manifest["excluded_queries"]),
             "conventions": dg.MetadataValue.json(manifest["conventions"]),
             "metrics": dg.MetadataValue.md(markdown_table(scored.means())),
-            "fingerprint": dg.MetadataValue.text(evaluation_fingerprint(config, model, dataset, frozen.version)),
+            "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, frozen.version, L2)),
             "path": dg.MetadataValue.path(str(path)),
         },
         data_version=dg.DataVersion(sha256_table(scored.per_query.to_arrow())),

@@ -74,19 +74,20 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
 
 
 @dg.asset(
-    deps=["results_db", "comparisons"],
+    deps=["results_db", "comparisons", "norm_geometry", "normalization_price"],
     group_name="summary",
-    code_version="1",
+    code_version="2",
     kinds={"html"},
     automation_condition=dg.AutomationCondition.eager(),
 )
 def comparison_report(project: ProjectResource) -> dg.MaterializeResult:
     """``<data>/report/report.{md,html}``: leaderboard, comparisons, a forest plot of slice
-    deltas with CIs, the per-query delta distributions and the worst regressions."""
+    deltas with CIs, the per-query delta distributions, the worst regressions, and the L1
+    geometry and normalization price of every model."""
     config, store = project.config, project.store
     metric = config.protocol.comparison.report_metric
     tables = read_comparison_tables(store.comparisons_dir)
-    files = build_report(store.report_dir, read_leaderboard(store.results_db), tables, metric)
+    files = build_report(config, store, read_leaderboard(store.results_db), tables)
     metadata = {
         "markdown": dg.MetadataValue.path(str(files.markdown)),
         "html": dg.MetadataValue.path(str(files.html)),

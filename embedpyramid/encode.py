@@ -11,6 +11,7 @@ rerun with nothing that changes a vector encodes nothing.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import time
@@ -45,7 +46,13 @@ class Encoder(Protocol):
 
     def encode(self, texts: Sequence[str], kind: Kind) -> np.ndarray: ...
 
-    def count_tokens(self, texts: Sequence[str]) -> int | None: ...
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Tokens per text as the model sees them (capped at its max length), if known."""
+        ...
+
+    def without_normalize_layer(self) -> Encoder:
+        """The same model without a final Normalize module (itself when there is none)."""
+        ...
 
 
 class SentenceTransformerEncoder:
@@ -89,6 +96,23 @@ class SentenceTransformerEncoder:
             "native_dimension": self.model.get_embedding_dimension(),
         }
 
+    def without_normalize_layer(self) -> Encoder:
+        """A copy whose module list stops before the final Normalize, sharing the weights.
+
+        With a Normalize module ``normalize_embeddings=False`` is a silent no-op: only the
+        stripped model shows the raw norms.
+        """
+        if not self.description["normalize_layer"]:
+            return self
+        from sentence_transformers import SentenceTransformer
+
+        stripped = copy.copy(self)
+        stripped.model = SentenceTransformer(modules=list(self.model)[:-1], device=str(self.model.device))
+        stripped.model.max_seq_length = self.model.max_seq_length
+        stripped.description = {**self.description, "modules": self.description["modules"][:-1],
+                                "normalize_layer": False, "stripped": ["Normalize"]}
+        return stripped
+
     def encode(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         vectors = self.model.encode(
             list(texts), prompt=self.prompts[kind], batch_size=self.batch_size,
@@ -96,9 +120,9 @@ class SentenceTransformerEncoder:
         )
         return np.asarray(vectors, dtype=np.float32)
 
-    def count_tokens(self, texts: Sequence[str]) -> int:
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
         encoded = self.model.tokenizer(list(texts), truncation=True, max_length=self.model.max_seq_length)
-        return sum(len(ids) for ids in encoded["input_ids"])
+        return np.array([len(ids) for ids in encoded["input_ids"]], dtype=np.int64)
 
 
 class Model2VecEncoder:
@@ -125,9 +149,12 @@ class Model2VecEncoder:
         )
         return np.asarray(vectors, dtype=np.float32)
 
-    def count_tokens(self, texts: Sequence[str]) -> int:
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
         encoded = self.model.tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return sum(min(len(item.ids), self.max_tokens or len(item.ids)) for item in encoded)
+        return np.array([min(len(item.ids), self.max_tokens or len(item.ids)) for item in encoded], dtype=np.int64)
+
+    def without_normalize_layer(self) -> Encoder:
+        return self
 
 
 class EntryPointEncoder:
@@ -165,8 +192,11 @@ class EntryPointEncoder:
             )
         return vectors
 
-    def count_tokens(self, texts: Sequence[str]) -> None:
+    def token_counts(self, texts: Sequence[str]) -> None:
         return None
+
+    def without_normalize_layer(self) -> Encoder:
+        return self
 
 
 BACKENDS: dict[str, Callable[[ResolvedModel], Encoder]] = {
@@ -208,8 +238,12 @@ def _thread_limit(threads: int | None):
 
 def encode_texts(
     encoder: Encoder, model: ResolvedModel, texts: Sequence[str], kind: Kind, progress: Progress | None = None,
-) -> tuple[np.ndarray, float, int | None]:
-    """Encode in batches with a progress bar; return (vectors in input order, seconds, tokens).
+    *, normalize: bool | None = None,
+) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """Encode in batches with a progress bar; return (vectors in input order, seconds, tokens
+    per text or None when the backend has no tokenizer).
+
+    ``normalize`` overrides the card's normalization (raw vectors are never normalized).
 
     Texts are batched longest first, so each batch pads to similar lengths (as
     sentence-transformers does within one call); on short-answer corpora this is ~5x faster
@@ -227,11 +261,12 @@ def encode_texts(
             if progress is not None:
                 progress(offset + len(batch), len(texts))
     seconds = time.perf_counter() - start
-    tokens = encoder.count_tokens(texts)
+    counts = encoder.token_counts(texts)
     ordered = np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
     vectors = np.empty_like(ordered)
     vectors[order] = ordered
-    return postprocess(vectors, model.card.dimension, model.card.normalize, model.name), seconds, tokens
+    normalize = model.card.normalize if normalize is None else normalize
+    return postprocess(vectors, model.card.dimension, normalize, model.name), seconds, counts
 
 
 @dataclass(frozen=True)
@@ -243,10 +278,15 @@ class EmbeddingTable:
     cache_hit: bool = field(default=False, compare=False)
 
 
-def vectors_to_table(ids: Sequence[str], vectors: np.ndarray, metadata: dict[str, Any]) -> pa.Table:
+def vectors_to_table(
+    ids: Sequence[str], vectors: np.ndarray, metadata: dict[str, Any], token_counts: np.ndarray | None = None
+) -> pa.Table:
+    """``id, vector`` (fixed-size float32 list) and ``tokens`` (per text, capped at the model's
+    max length; null when the backend has no tokenizer), with ``metadata`` in the schema."""
     dim = vectors.shape[1]
     column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), dim)
-    table = pa.table({"id": pa.array(ids, pa.string()), "vector": column})
+    tokens = pa.nulls(len(ids), pa.int64()) if token_counts is None else pa.array(token_counts, pa.int64())
+    table = pa.table({"id": pa.array(ids, pa.string()), "vector": column, "tokens": tokens})
     return table.replace_schema_metadata({"embedpyramid": json.dumps(metadata, sort_keys=True, default=str)})
 
 
@@ -259,14 +299,26 @@ def read_embeddings(path: Path) -> tuple[list[str], np.ndarray]:
     return table.column("id").to_pylist(), vectors
 
 
+def read_token_counts(path: Path) -> np.ndarray | None:
+    """Tokens per text of an embedding table, or None when the backend has no tokenizer."""
+    column = pq.read_table(path, columns=["tokens"]).column("tokens")
+    return None if column.null_count == len(column) else column.to_numpy()
+
+
 def read_embedding_metadata(path: Path) -> dict[str, Any]:
     raw = pq.read_schema(path).metadata or {}
     return json.loads(raw[b"embedpyramid"])
 
 
-def cached_embedding_path(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, kind: Kind) -> Path:
+def _cache_kind(kind: Kind, raw: bool) -> str:
+    return f"{kind}-raw" if raw else kind
+
+
+def cached_embedding_path(
+    store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, kind: Kind, *, raw: bool = False
+) -> Path:
     """Where the vectors of ``kind`` texts of a frozen dataset under a card live (content-addressed)."""
-    return store.embedding_path(model.card_hash, kind, frozen.table_sha(ENCODED_TABLE[kind]))
+    return store.embedding_path(model.card_hash, _cache_kind(kind, raw), frozen.table_sha(ENCODED_TABLE[kind]))
 
 
 def embed_table(
@@ -276,27 +328,44 @@ def embed_table(
     inputs: EncodingInputs,
     encoder: Callable[[], Encoder],
     progress: Progress | None = None,
+    *,
+    raw: bool = False,
 ) -> EmbeddingTable:
     """Return the cached table for (card, kind, input table), encoding only on a cache miss.
 
-    ``encoder`` is a factory, so a cache hit never loads the model.
+    ``encoder`` is a factory, so a cache hit never loads the model. ``raw`` vectors come from
+    the model without its final Normalize module and are not normalized (the card's dimension
+    cut still applies); they are cached beside the card's vectors. A model with no Normalize
+    module to strip gives both from one pass: encoding one also stores the other.
     """
-    path = store.embedding_path(model.card_hash, kind, inputs.table_sha)
+    path = store.embedding_path(model.card_hash, _cache_kind(kind, raw), inputs.table_sha)
     if path.is_file():
         return EmbeddingTable(path, read_embedding_metadata(path), cache_hit=True)
-    backend = encoder()
-    vectors, seconds, tokens = encode_texts(backend, model, inputs.texts, kind, progress)
-    ids = inputs.ids
-    metadata = {
-        "model": model.name, "model_key": model.key, "card_hash": model.card_hash, "kind": kind,
-        "input_table_sha256": inputs.table_sha, "rows": len(ids), "dim": int(vectors.shape[1]),
-        "normalized": model.card.normalize, "seconds": seconds, "tokens": tokens,
-        "texts_per_second": len(ids) / seconds if seconds > 0 else None,
-        "tokens_per_second": tokens / seconds if tokens and seconds > 0 else None,
-        "card": model.hashed_fields(), "run_settings": model.card.run.model_dump(), "backend": backend.description,
-    }
-    write_parquet(vectors_to_table(ids, vectors, metadata), path)
-    return EmbeddingTable(path, metadata, cache_hit=False)
+    loaded = encoder()
+    stripped = loaded.without_normalize_layer()
+    backend = stripped if raw else loaded
+    vectors, seconds, token_counts = encode_texts(backend, model, inputs.texts, kind, progress, normalize=False)
+    tables = {raw: vectors}
+    if stripped is loaded:  # nothing to strip: the raw and the card's vectors share this pass
+        tables[not raw] = vectors
+    if False in tables and model.card.normalize:
+        tables[False] = postprocess(tables[False], None, True, model.name)
+    tokens = None if token_counts is None else int(token_counts.sum())
+    written = {}
+    for is_raw, table in tables.items():
+        metadata = {
+            "model": model.name, "model_key": model.key, "card_hash": model.card_hash, "kind": kind,
+            "raw": is_raw, "input_table_sha256": inputs.table_sha, "rows": len(inputs.ids), "dim": int(table.shape[1]),
+            "normalized": model.card.normalize and not is_raw, "seconds": seconds, "tokens": tokens,
+            "texts_per_second": len(inputs.ids) / seconds if seconds > 0 else None,
+            "tokens_per_second": tokens / seconds if tokens and seconds > 0 else None,
+            "card": model.hashed_fields(), "run_settings": model.card.run.model_dump(),
+            "backend": (stripped if is_raw else loaded).description,
+        }
+        target = store.embedding_path(model.card_hash, _cache_kind(kind, is_raw), inputs.table_sha)
+        write_parquet(vectors_to_table(inputs.ids, table, metadata, token_counts), target)
+        written[is_raw] = EmbeddingTable(target, metadata, cache_hit=False)
+    return written[raw]
 
 
 def vector_problems(vectors: np.ndarray, expected_rows: int, expected_dim: int) -> list[str]:
@@ -312,3 +381,16 @@ def vector_problems(vectors: np.ndarray, expected_rows: int, expected_dim: int) 
     if zero:
         problems.append(f"{zero} vectors are all zeros")
     return problems
+
+
+def direction_difference(raw: np.ndarray, shipped: np.ndarray) -> float:
+    """max |unit(raw) − unit(shipped)| over all vectors: 0 when stripping Normalize (or skipping
+    normalization) changed only the norms, not the directions."""
+
+    def unit(vectors: np.ndarray) -> np.ndarray:
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+    if raw.shape != shipped.shape:
+        return float("inf")
+    return float(np.abs(unit(raw) - unit(shipped)).max(initial=0.0))

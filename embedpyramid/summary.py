@@ -1,5 +1,7 @@
 """Cross-model summaries: which partitions are evaluated, their paired comparisons, the report.
 
+The report holds the leaderboard, the comparisons and, per (model, dataset), the L1 section.
+
 Everything here is derived from the per-query metric tables of the current cards: the
 comparisons (every model against the baseline, per dataset, metric and slice), the worst
 regressions on the report metric, the per-query deltas behind the distributions, and the
@@ -23,6 +25,7 @@ from embedpyramid.compare import (
 )
 from embedpyramid.config import ProjectConfig
 from embedpyramid.data import open_frozen
+from embedpyramid.level1 import l1_dir, report_section
 from embedpyramid.reports import ComparisonReport, ReportFiles, write_report
 from embedpyramid.results import EvaluatedPartition, sort_metrics
 from embedpyramid.retrieval import read_metrics_manifest
@@ -101,9 +104,20 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
     return ComparisonTables(**tables, skipped=skipped)
 
 
-def build_report(directory: Path, leaderboard: pl.DataFrame, tables: ComparisonTables, metric: str) -> ReportFiles:
-    """Write report.md, report.html and the SVG figures under ``directory``."""
-    return write_report(directory, ComparisonReport(
+def build_report(
+    config: ProjectConfig, store: ArtifactStore, leaderboard: pl.DataFrame, tables: ComparisonTables
+) -> ReportFiles:
+    """Write report.md, report.html and the SVG figures under the store's report folder: the
+    comparisons, then the L1 section of every evaluated (model, dataset)."""
+    sections = tuple(
+        report_section(l1_dir(store, dataset, model.key), model.key, dataset)
+        for dataset in config.datasets
+        for model in config.models.values()
+        if (l1_dir(store, dataset, model.key) / "price.parquet").is_file()
+        and (l1_dir(store, dataset, model.key) / "geometry.json").is_file()
+    )
+    return write_report(store.report_dir, ComparisonReport(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
-        deltas=tables.deltas, metric=metric,
+        deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
+        title="Embedding model evaluation", sections=sections,
     ))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import open_frozen
 from embedpyramid.hashing import sha256_json
+from embedpyramid.level1 import l1_dir
 from embedpyramid.store import ArtifactStore
 
 MODELS = "models"
@@ -19,6 +22,14 @@ model_dataset_partitions = dg.MultiPartitionsDefinition({"model": model_partitio
 # Bumped whenever the computation behind an evaluation changes, so fingerprints move with it.
 EVALUATION_CODE_VERSION = "1"
 
+# The per-(model, dataset) asset groups, in dependency order. A group is recomputed as a whole
+# when the fingerprint recorded on its witness (last) asset differs from the current one.
+L2, L1 = "l2_retrieval", "l1_geometry"
+PARTITION_GROUPS: dict[str, list[str]] = {
+    L2: ["query_embeddings", "document_embeddings", "exact_topk", "retrieval_metrics"],
+    L1: ["raw_query_embeddings", "raw_document_embeddings", "norm_geometry", "normalization_price"],
+}
+
 
 def model_dataset_key(model_key: str, dataset: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"model": model_key, "dataset": dataset})
@@ -30,34 +41,43 @@ def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
     return keys["model"], keys["dataset"]
 
 
-def evaluation_fingerprint(config: ProjectConfig, model: ResolvedModel, dataset: str, dataset_version: str) -> str:
-    """Everything an evaluation's numbers depend on; equal fingerprints mean nothing to recompute.
+def group_fingerprint(config: ProjectConfig, model: ResolvedModel, dataset: str, dataset_version: str, group: str) -> str:
+    """Everything a group's numbers depend on; equal fingerprints mean nothing to recompute.
 
-    Run settings (batch size, device, threads) and the comparison settings are left out: they
-    change no per-partition number.
+    Run settings (batch size, device, threads) are left out: they do not change a vector. L2
+    leaves out the comparison settings; L1 keeps them (its price intervals use them).
     """
+    protocol = config.protocol.model_dump(exclude={"comparison"} if group == L2 else None)
     return sha256_json({
+        "group": group,
         "card": model.card_hash,
         "dataset": dataset_version,
-        "protocol": config.protocol.model_dump(exclude={"comparison"}),
+        "protocol": protocol,
         "conventions": config.protocol.conventions(config.dataset(dataset)).as_dict(),
         "code": EVALUATION_CODE_VERSION,
     })
 
 
+def group_output(store: ArtifactStore, group: str, dataset: str, model_key: str) -> Path:
+    """The file a group's witness asset writes last: present iff the group's outputs are."""
+    if group == L2:
+        return store.metrics_path(dataset, model_key, "exact")
+    return l1_dir(store, dataset, model_key) / "price.parquet"
+
+
 def summary_fingerprint(config: ProjectConfig, store: ArtifactStore) -> str:
     """What the cross-model summary depends on: the comparison settings and the fingerprint of
-    every current (model, dataset) evaluation on disk."""
+    every current (model, dataset, group) evaluation on disk."""
     evaluations = []
     for dataset in config.datasets:
-        manifest = store.dataset_dir(dataset) / "manifest.json"
-        if not manifest.is_file():
+        if not (store.dataset_dir(dataset) / "manifest.json").is_file():
             continue
         version = open_frozen(store.dataset_dir(dataset)).version
         evaluations += [
-            evaluation_fingerprint(config, model, dataset, version)
+            group_fingerprint(config, model, dataset, version, group)
             for model in config.models.values()
-            if store.metrics_path(dataset, model.key, "exact").is_file()
+            for group in PARTITION_GROUPS
+            if group_output(store, group, dataset, model.key).is_file()
         ]
     return sha256_json({"comparison": config.protocol.comparison.model_dump(), "baseline": config.baseline.key,
                         "evaluations": sorted(evaluations), "code": EVALUATION_CODE_VERSION})

@@ -1,13 +1,14 @@
 """Materialize the evaluation graph in-process: the same assets the Dagster UI shows.
 
 One Dagster run per partition, in dependency order: each selected dataset is frozen, each
-(model, dataset) partition goes through embeddings → exact top-k → retrieval metrics, then
-the comparisons, the results database and the report are rebuilt in one run. Like
-"materialize stale and missing": a partition whose evaluation fingerprint (card hash,
-dataset version, protocol, code version) matches its latest materialization is skipped, a
-dataset whose content hash matches its latest materialization is not re-frozen, and the
-summary is rebuilt only when an evaluation or the comparison settings changed. A failing
-partition is reported and does not stop the others; what was already written stays.
+(model, dataset) partition goes through its asset groups (L2: embeddings → exact top-k →
+retrieval metrics; L1: raw embeddings → geometry, normalization price), then the comparisons,
+the results database and the report are rebuilt in one run. Like "materialize stale and
+missing": a group whose fingerprint (card hash, dataset version, protocol, code version)
+matches its latest materialization is skipped, a dataset whose content hash matches its
+latest materialization is not re-frozen, and the summary is rebuilt only when an evaluation
+or the comparison settings changed. A failing partition is reported and does not stop the
+others; what was already written stays.
 """
 
 from __future__ import annotations
@@ -23,21 +24,29 @@ from embedpyramid.config import ConfigError, ProjectConfig, load_config
 from embedpyramid.data import dataset_version, load_configured_dataset, open_frozen, table_hashes
 from embedpyramid.store import ArtifactStore
 from pipelines.definitions import SUMMARY_ASSETS, build_definitions
-from pipelines.partitions import apply_partition_sync, evaluation_fingerprint, model_dataset_key, summary_fingerprint
+from pipelines.partitions import (
+    PARTITION_GROUPS,
+    apply_partition_sync,
+    group_fingerprint,
+    group_output,
+    model_dataset_key,
+    summary_fingerprint,
+)
 
-PARTITION_ASSETS = ["query_embeddings", "document_embeddings", "exact_topk", "retrieval_metrics"]
 # Dagster's per-event log lines drown the progress bars; every event stays in the instance (the UI).
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 @dataclass
 class RunReport:
-    """What one invocation did: partitions materialized or skipped, texts encoded, failures."""
+    """What one invocation did: partitions materialized or skipped, the asset groups recomputed,
+    the embedding tables encoded (``query``, ``document``, ``raw_query``, ``raw_document``), failures."""
 
     frozen: list[str] = field(default_factory=list)
     materialized: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     encoded: list[tuple[str, str, str]] = field(default_factory=list)
+    groups: list[tuple[str, str, str]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     summary_built: bool = False
 
@@ -116,22 +125,27 @@ def run_pipeline(
         version = open_frozen(store.dataset_dir(dataset)).version
         for name in model_names:
             model = config.models[name]
-            fingerprint = evaluation_fingerprint(config, model, dataset, version)
-            latest = _latest_materialization(instance, "retrieval_metrics", model_dataset_key(model.key, dataset))
-            recorded = latest.metadata.get("fingerprint") if latest is not None else None
-            metrics_ok = store.metrics_path(dataset, model.key, "exact").is_file()
-            if recorded is not None and recorded.value == fingerprint and metrics_ok:
+            key = model_dataset_key(model.key, dataset)
+            stale = []
+            for group, group_assets in PARTITION_GROUPS.items():
+                latest = _latest_materialization(instance, group_assets[-1], key)
+                recorded = latest.metadata.get("fingerprint") if latest is not None else None
+                current = group_fingerprint(config, model, dataset, version, group)
+                if recorded is None or recorded.value != current or not group_output(store, group, dataset, model.key).is_file():
+                    stale.append(group)
+            if not stale:
                 log(f"{model.key} × {dataset}: up to date")
                 report.skipped.append((model.key, dataset))
                 continue
-            log(f"{model.key} × {dataset}: materializing {', '.join(PARTITION_ASSETS)}")
-            result = materialize(PARTITION_ASSETS, model_dataset_key(model.key, dataset))
+            selection = [asset for group in stale for asset in PARTITION_GROUPS[group]]
+            log(f"{model.key} × {dataset}: materializing {', '.join(selection)}")
+            result = materialize(selection, key)
             for event in result.get_asset_materialization_events():
                 materialization = event.event_specific_data.materialization  # type: ignore[union-attr]
                 cache_hit = materialization.metadata.get("cache_hit")
                 if cache_hit is not None and not cache_hit.value:
-                    kind = materialization.asset_key.path[-1].removesuffix("_embeddings")
-                    report.encoded.append((model.key, dataset, kind))
+                    report.encoded.append((model.key, dataset, materialization.asset_key.path[-1].removesuffix("_embeddings")))
+            report.groups.extend((model.key, dataset, group) for group in stale)
             if result.success:
                 report.materialized.append((model.key, dataset))
             else:

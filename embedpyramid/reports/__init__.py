@@ -5,12 +5,13 @@ from embedpyramid.reports.report import (
     ComparisonReport,
     Figure,
     ReportFiles,
+    ReportSection,
     render_html,
     render_markdown,
     report_figures,
     write_report,
 )
-from embedpyramid.reports.svg import delta_histogram_svg, forest_plot_svg
+from embedpyramid.reports.svg import delta_histogram_svg, forest_plot_svg, histogram_svg
 from embedpyramid.reports.tables import (
     comparison_summary,
     html_table,
@@ -23,9 +24,11 @@ __all__ = [
     "ComparisonReport",
     "Figure",
     "ReportFiles",
+    "ReportSection",
     "comparison_summary",
     "delta_histogram_svg",
     "forest_plot_svg",
+    "histogram_svg",
     "html_table",
     "key_table_markdown",
     "markdown_table",

@@ -62,6 +62,18 @@ class ComparisonReport:
     metric: str
     metrics: tuple[str, ...] | None = None
     title: str = "Embedding model comparison"
+    sections: tuple[ReportSection, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class ReportSection:
+    """A further section of the report (e.g. the L1 geometry of one model): a title, an
+    introduction, captioned tables and figures, in that order."""
+
+    title: str
+    intro: str
+    tables: tuple[tuple[str, pl.DataFrame], ...] = ()
+    figures: tuple[Figure, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,8 +114,9 @@ class ReportFiles:
 
 
 def report_figures(report: ComparisonReport) -> list[Figure]:
-    """The forest plot of ``report.metric`` and one delta histogram per model pair."""
-    return _forest_figures(report) + _histogram_figures(report)
+    """The forest plot of ``report.metric``, one delta histogram per model pair, and the
+    figures of the further sections."""
+    return _forest_figures(report) + _histogram_figures(report) + [f for s in report.sections for f in s.figures]
 
 
 def _forest_figures(report: ComparisonReport) -> list[Figure]:
@@ -209,7 +222,15 @@ def _blocks(report: ComparisonReport) -> list[_Block]:
         *_histogram_figures(report),
         _Heading(2, f"Worst regressions and best improvements: {metric}"),
         *_regression_blocks(report.regressions),
+        *(block for section in report.sections for block in _section_blocks(section)),
     ]
+
+
+def _section_blocks(section: ReportSection) -> list[_Block]:
+    blocks: list[_Block] = [_Heading(2, section.title), _Paragraph(section.intro)]
+    for caption, frame in section.tables:
+        blocks += [_Paragraph(caption), _Table(frame)]
+    return blocks + list(section.figures)
 
 
 def _settings_note(comparisons: pl.DataFrame) -> str:

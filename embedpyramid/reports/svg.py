@@ -1,4 +1,4 @@
-"""Hand-written SVG plots of the comparison report: a forest plot and a delta histogram.
+"""Hand-written SVG plots of the report: a forest plot, a delta histogram, a value histogram.
 
 Each function returns a standalone SVG document (with its ``xmlns``), usable as a file or as
 metadata; the HTML report inlines the same markup. Hover text comes from ``<title>`` elements,
@@ -176,6 +176,68 @@ def delta_histogram_svg(deltas: ArrayLike, *, title: str = "", bins: int = 41) -
     return _document(width, height, heading, [*texts, *bars, *axis])
 
 
+_SERIES_COLORS = ("#2166ac", "#d6604d", "#4d9221", "#762a83")
+
+
+def histogram_svg(series: dict[str, ArrayLike], *, title: str, xlabel: str, bins: int = 40) -> str:
+    """Overlaid histograms of one or more value series on a shared range, with a legend.
+
+    Each series is drawn as semi-transparent bars of its own colour; the y axis counts values.
+    Non-finite values are left out and counted in the legend.
+    """
+    if not series or len(series) > len(_SERIES_COLORS):
+        raise ValueError(f"histogram_svg draws 1 to {len(_SERIES_COLORS)} series; got {len(series)}")
+    arrays = {name: np.asarray(values, dtype=np.float64).ravel() for name, values in series.items()}
+    finite = {name: values[np.isfinite(values)] for name, values in arrays.items()}
+    pooled = np.concatenate(list(finite.values()))
+    if pooled.size == 0:
+        raise ValueError("histogram_svg needs at least one finite value")
+    lo, hi = _padded_range([float(pooled.min()), float(pooled.max())])
+    edges = np.linspace(lo, hi, bins + 1)
+    counts = {name: np.histogram(values, bins=edges)[0] for name, values in finite.items()}
+    peak = max(int(c.max()) for c in counts.values()) or 1
+
+    width, height = 640, 300
+    left, right, top, bottom = 56, 16, 56 + 16 * len(series), 48
+    plot_width, plot_height = width - left - right, height - top - bottom
+    base = top + plot_height
+
+    def x(value: float) -> float:
+        return left + (value - lo) / (hi - lo) * plot_width
+
+    def y(count: float) -> float:
+        return base - count / peak * plot_height
+
+    parts = [_text(8, 20, title, size=14, weight="bold")]
+    for index, (name, color) in enumerate(zip(arrays, _SERIES_COLORS, strict=False)):
+        values, dropped = finite[name], arrays[name].size - finite[name].size
+        legend = f"{name}: n={values.size}" + (f", {dropped} not finite" if dropped else "")
+        if values.size:
+            legend += f", mean {values.mean():.4g}, sd {values.std():.4g}"
+        parts.append(f'<rect x="8" y="{32 + 16 * index}" width="10" height="10" fill="{color}"/>')
+        parts.append(_text(24, 41 + 16 * index, legend, size=12))
+        for count, start, stop in zip(counts[name], edges[:-1], edges[1:], strict=True):
+            if count:
+                parts.append(
+                    f'<rect x="{x(start):.2f}" y="{y(count):.2f}" width="{x(stop) - x(start):.2f}" '
+                    f'height="{base - y(count):.2f}" fill="{color}" opacity="0.55">'
+                    f"<title>{escape(f'{name} [{start:.4g}, {stop:.4g}): {count}')}</title></rect>"
+                )
+    parts += [
+        f'<line x1="{left}" x2="{left + plot_width}" y1="{base}" y2="{base}" stroke="#333"/>',
+        f'<line x1="{left}" x2="{left}" y1="{top}" y2="{base}" stroke="#333"/>',
+        _text(left - 6, top + 4, str(peak), size=11, anchor="end"),
+        _text(left - 6, base + 4, "0", size=11, anchor="end"),
+        _text(left + plot_width / 2, height - 8, xlabel, size=12, anchor="middle"),
+    ]
+    for tick, text in _ticks(lo, hi, signed=False):
+        parts.append(
+            f'<line x1="{x(tick):.2f}" x2="{x(tick):.2f}" y1="{base}" y2="{base + 5}" stroke="#333"/>'
+            + _text(x(tick), base + 18, text, size=11, anchor="middle")
+        )
+    return _document(width, height, title, parts)
+
+
 def _document(width: float, height: float, title: str, parts: list[str]) -> str:
     body = "\n".join(parts)
     return (
@@ -213,8 +275,9 @@ def _padded_range(values: list[float]) -> tuple[float, float]:
     return lo - 0.05 * span, hi + 0.05 * span
 
 
-def _ticks(lo: float, hi: float, target: int = 5) -> list[tuple[float, str]]:
-    """About ``target`` round ticks (steps of 1, 2 or 5 x 10^k) inside [lo, hi], with labels."""
+def _ticks(lo: float, hi: float, target: int = 5, *, signed: bool = True) -> list[tuple[float, str]]:
+    """About ``target`` round ticks (steps of 1, 2 or 5 x 10^k) inside [lo, hi], with labels
+    (with an explicit sign for deltas when ``signed``)."""
     raw = (hi - lo) / target
     exponent = math.floor(math.log10(raw))
     step = min(m * 10.0**exponent for m in (1, 2, 5, 10) if m * 10.0**exponent >= raw)
@@ -222,6 +285,6 @@ def _ticks(lo: float, hi: float, target: int = 5) -> list[tuple[float, str]]:
     first = math.ceil(lo / step)
     last = math.floor(hi / step)
     return [
-        (i * step, f"{i * step + 0.0:+.{decimals}f}" if i else "0")
+        (i * step, f"{i * step + 0.0:{'+' if signed else ''}.{decimals}f}" if i else "0")
         for i in range(first, last + 1)
     ]

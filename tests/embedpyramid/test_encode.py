@@ -6,10 +6,12 @@ from embedpyramid.config import load_config
 from embedpyramid.data import EncodingInputs
 from embedpyramid.encode import (
     EncodeError,
+    direction_difference,
     embed_table,
     load_encoder,
     postprocess,
     read_embeddings,
+    read_token_counts,
     vector_problems,
 )
 from embedpyramid.store import ArtifactStore
@@ -89,3 +91,38 @@ def test_card_pooling_must_match_the_model(write_configs, default_models):
     model = load_config(write_configs(models={"minilm-l6": card})).models["minilm-l6"]
     with pytest.raises(EncodeError, match="pooling is 'cls' in the card but the model pools with 'mean'"):
         load_encoder(model)
+
+
+def test_stripping_the_normalize_layer_shows_raw_norms_with_the_same_direction(write_configs, default_models, tmp_path):
+    model = load_config(write_configs(models={"minilm-l6": default_models["minilm-l6"]})).models["minilm-l6"]
+    encoder = load_encoder(model)
+    # The shipped model normalizes inside: normalize_embeddings=False is a silent no-op.
+    shipped = encoder.model.encode(TEXTS, normalize_embeddings=False)
+    assert np.allclose(np.linalg.norm(shipped, axis=1), 1.0, atol=1e-6)
+    store, inputs = ArtifactStore(tmp_path), EncodingInputs(["a", "b", "c", "d"], TEXTS, "1" * 64)
+    raw = embed_table(store, model, "query", inputs, lambda: encoder, raw=True)
+    card = embed_table(store, model, "query", inputs, lambda: encoder)
+    assert raw.path != card.path and raw.metadata["raw"] and not raw.metadata["normalized"]
+    assert raw.metadata["backend"]["stripped"] == ["Normalize"] and raw.metadata["backend"]["modules"] == ["Transformer", "Pooling"]
+    _, raw_vectors = read_embeddings(raw.path)
+    _, card_vectors = read_embeddings(card.path)
+    norms = np.linalg.norm(raw_vectors, axis=1)
+    assert (np.abs(norms - 1.0) > 0.05).all()
+    assert direction_difference(raw_vectors, card_vectors) <= 1e-5
+    assert read_token_counts(raw.path).tolist() == encoder.token_counts(TEXTS).tolist()
+
+
+def test_a_model_without_normalize_layer_is_not_stripped(write_configs, tmp_path):
+    model = load_config(write_configs(models={"toy": toy_card()})).models["toy"]
+    encoder = load_encoder(model)
+    assert encoder.without_normalize_layer() is encoder
+    raw = embed_table(ArtifactStore(tmp_path), model, "document", EncodingInputs(["a", "b", "c", "d"], TEXTS, "2" * 64),
+                      lambda: encoder, raw=True)
+    _, vectors = read_embeddings(raw.path)
+    assert np.array_equal(vectors, encoder.encode(TEXTS, "document"))
+    assert read_token_counts(raw.path) is None and raw.metadata["tokens"] is None
+    # Nothing to strip: the same pass stored the card's (normalized) vectors too.
+    card = embed_table(ArtifactStore(tmp_path), model, "document", EncodingInputs(["a", "b", "c", "d"], TEXTS, "2" * 64),
+                       lambda: pytest.fail("the model must not be loaded again"))
+    _, normalized = read_embeddings(card.path)
+    assert card.cache_hit and np.allclose(normalized, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))

@@ -12,7 +12,8 @@ import dagster as dg
 
 from embedpyramid.cli import main
 from embedpyramid.config import load_config
-from embedpyramid.encode import read_embeddings
+from embedpyramid.data import open_frozen
+from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
 from pipelines.definitions import defs, model_cards_sensor
@@ -38,9 +39,13 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "document_embeddings": ["frozen_dataset"],
         "exact_topk": ["document_embeddings", "query_embeddings"],
         "retrieval_metrics": ["exact_topk", "frozen_dataset"],
+        "raw_query_embeddings": ["frozen_dataset", "query_embeddings"],
+        "raw_document_embeddings": ["document_embeddings", "frozen_dataset"],
+        "norm_geometry": ["frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
+        "normalization_price": ["frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
         "comparisons": ["retrieval_metrics"],
         "results_db": ["comparisons", "retrieval_metrics"],
-        "comparison_report": ["comparisons", "results_db"],
+        "comparison_report": ["comparisons", "norm_geometry", "normalization_price", "results_db"],
     }
     assert {s.name for s in repository.sensor_defs} == {"model_cards_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
@@ -55,7 +60,12 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
     keys = [model.key for model in config.models.values()]
     assert report.failures == []
     assert report.materialized == [(key, "chatterbot-en") for key in keys]
-    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys for kind in ("document", "query"))
+    minilm_key, use_key = config.models["minilm-l6"].key, config.models["use-m3"].key
+    # MiniLM ships a Normalize module: its raw vectors need a second, stripped pass. USE has
+    # nothing to strip: one pass stores both its raw and its card vectors.
+    assert sorted(report.encoded) == sorted(
+        [(minilm_key, "chatterbot-en", kind) for kind in ("document", "query", "raw_document", "raw_query")]
+        + [(use_key, "chatterbot-en", kind) for kind in ("document", "query")])
     assert report.summary_built
 
     n_measures = len(config.protocol.measures())
@@ -76,8 +86,9 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
     # The stored run is the exact top-k of the stored vectors (brute force on the real data).
     store, minilm = ArtifactStore(tmp_path), config.models["minilm-l6"]
     run = pl.read_parquet(store.run_dir("chatterbot-en", minilm.key) / "exact.parquet")
-    query_ids, queries = read_embeddings(next((tmp_path / "embeddings" / minilm.card_hash[:16]).glob("query-*.parquet")))
-    doc_ids, documents = read_embeddings(next((tmp_path / "embeddings" / minilm.card_hash[:16]).glob("document-*.parquet")))
+    frozen = open_frozen(store.dataset_dir("chatterbot-en"))
+    query_ids, queries = read_embeddings(cached_embedding_path(store, minilm, frozen, "query"))
+    doc_ids, documents = read_embeddings(cached_embedding_path(store, minilm, frozen, "document"))
     top1 = np.argmax(queries @ documents.T, axis=1)
     assert run.filter(pl.col("rank") == 1)["doc_id"].to_list() == [doc_ids[i] for i in top1]
 
@@ -115,6 +126,29 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
     report = instance.fetch_materializations(dg.AssetKey("comparison_report"), limit=1).records[0]
     assert report.asset_materialization.metadata["forest_plot"].value.startswith("![forest plot of nDCG@10](data:image/svg+xml;base64,")
 
+    # L1 with the real all-MiniLM-L6-v2: raw norms differ from 1, and the two harmless
+    # mistakes (normalized + euclidean, raw + cosine) leave the baseline's rankings unchanged.
+    l1 = tmp_path / "geometry" / "chatterbot-en" / minilm_key
+    behaviour = pl.read_parquet(l1 / "behaviour.parquet").rows_by_key("variant", named=True, unique=True)
+    for harmless in ("normalized+euclidean", "raw+cosine"):
+        assert behaviour[harmless]["top_overlap"] == 1.0 and behaviour[harmless]["top1_changed_share"] == 0.0
+    baseline_run = pl.read_parquet(l1 / "runs" / "normalized+dot.parquet")
+    assert pl.read_parquet(l1 / "runs" / "raw+cosine.parquet")["doc_id"].equals(baseline_run["doc_id"])
+    assert behaviour["raw+dot"]["top1_changed_share"] > 0.1 and behaviour["raw+dot"]["pick_ratio_q1"] > 1.0
+    price = pl.read_parquet(l1 / "price.parquet").filter(pl.col("variant") == "raw+cosine")
+    assert (price["delta"] == 0).all() and (price["ci_low"] == 0).all() and (price["ci_high"] == 0).all()
+    norms = pl.read_parquet(l1 / "document_norms.parquet")["norm"]
+    assert (norms - 1).abs().min() > 0.05
+    checks = instance.event_log_storage.get_latest_asset_check_execution_by_key([
+        dg.AssetCheckKey(dg.AssetKey("normalization_price"), "euclidean_expansion_exact"),
+        dg.AssetCheckKey(dg.AssetKey("raw_document_embeddings"), "direction_preserved"),
+    ])
+    assert len(checks) == 2 and all(e.status.value == "SUCCEEDED" for e in checks.values())
+    geometry = instance.fetch_materializations(dg.AssetRecordsFilter(
+        dg.AssetKey("norm_geometry"), asset_partitions=[model_dataset_key(use_key, "chatterbot-en")]), limit=1).records[0]
+    assert geometry.asset_materialization.metadata["normalize_layer_stripped"].value is False
+    assert "## L1 geometry and the price of normalization mistakes: " + minilm_key in (tmp_path / "report" / "report.md").read_text()
+
 
 def small_run(write_configs, small_chatterbot, models, instance, data, folder):
     return run_pipeline(write_configs(folder, models=models, datasets=small_chatterbot), data, instance=instance)
@@ -125,17 +159,11 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     minilm, use = default_models["minilm-l6"], default_models["use-m3"]
     first = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
     use_key = load_config(tmp_path / "c1").models["use-m3"].key
-    assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 4
+    assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 6
 
     again = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
     assert (again.materialized, again.encoded, again.frozen, len(again.skipped)) == ([], [], [], 2)
     assert not again.summary_built
-
-    protocol = {**default_section("protocol"), "comparison": {**default_section("protocol")["comparison"], "seed": 7}}
-    reseeded = run_pipeline(write_configs("c-seed", models=default_models, datasets=small_chatterbot, protocol=protocol),
-                            data, instance=instance)
-    assert (reseeded.materialized, reseeded.encoded, len(reseeded.skipped), reseeded.summary_built) == ([], [], 2, True)
-    assert pl.read_parquet(data / "comparisons" / "comparisons.parquet")["seed"].unique().to_list() == [7]
 
     batch = {**default_models, "minilm-l6": {**minilm, "run": {**minilm["run"], "batch_size": 5}}}
     rerun = small_run(write_configs, small_chatterbot, batch, instance, data, "c2")
@@ -146,7 +174,8 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
         report = small_run(write_configs, small_chatterbot, changed, instance, data, f"c-{field}")
         new_key = load_config(tmp_path / f"c-{field}").models["minilm-l6"].key
         assert report.materialized == [(new_key, "chatterbot-small")], field
-        assert sorted(report.encoded) == [(new_key, "chatterbot-small", "document"), (new_key, "chatterbot-small", "query")]
+        assert sorted(report.encoded) == [(new_key, "chatterbot-small", kind)
+                                          for kind in ("document", "query", "raw_document", "raw_query")]
         assert (use_key, "chatterbot-small") in report.skipped
 
     added = {**default_models, "minilm-l6-64": {**minilm, "dimension": 64}}
@@ -159,6 +188,15 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
         assert {row[0] for row in con.sql("SELECT DISTINCT model FROM leaderboard").fetchall()} == \
             {m.key for m in load_config(tmp_path / "c-added").models.values()}
+
+    protocol = {**default_section("protocol"), "comparison": {**default_section("protocol")["comparison"], "seed": 7}}
+    reseeded = run_pipeline(write_configs("c-seed", models=default_models, datasets=small_chatterbot, protocol=protocol),
+                            data, instance=instance)
+    # The comparison seed also seeds the L1 price intervals: L1 and the summary move, nothing else.
+    assert (reseeded.encoded, reseeded.skipped, reseeded.summary_built) == ([], [], True)
+    assert sorted(reseeded.groups) == sorted((key, "chatterbot-small", "l1_geometry") for key in
+                                             (load_config(tmp_path / "c-seed").models[m].key for m in default_models))
+    assert pl.read_parquet(data / "comparisons" / "comparisons.parquet")["seed"].unique().to_list() == [7]
 
     # Forcing a re-materialization of a cached partition still encodes nothing.
     forced = dg.materialize(

@@ -9,9 +9,12 @@ import pytest
 from embedpyramid.compare import ComparisonSettings, compare_models, query_deltas, regressions
 from embedpyramid.reports import (
     ComparisonReport,
+    Figure,
+    ReportSection,
     comparison_summary,
     delta_histogram_svg,
     forest_plot_svg,
+    histogram_svg,
     html_table,
     key_table_markdown,
     markdown_table,
@@ -201,3 +204,30 @@ def test_a_report_without_pairs_still_renders():
     markdown = render_markdown(alone)
     assert "No model pairs to compare." in markdown and "## Leaderboard" in markdown
     assert "<svg" not in render_html(alone)
+
+
+def test_value_histogram_counts_finite_values_of_every_series():
+    svg = histogram_svg({"documents": [0.5, 1.0, 1.5, np.nan], "queries": [1.0, 1.1]}, title="Norms", xlabel="norm", bins=5)
+    root = ET.fromstring(svg)
+    bars = [el for el in root.iter("{http://www.w3.org/2000/svg}rect") if el.find("{http://www.w3.org/2000/svg}title") is not None]
+    counts = {}
+    for bar in bars:
+        name, count = re.fullmatch(r"(\w+) \[.*\): (\d+)", bar.find("{http://www.w3.org/2000/svg}title").text).groups()
+        counts[name] = counts.get(name, 0) + int(count)
+    assert counts == {"documents": 3, "queries": 2}
+    assert "documents: n=3, 1 not finite" in svg
+    with pytest.raises(ValueError, match="needs at least one finite value"):
+        histogram_svg({"x": [np.nan]}, title="t", xlabel="x")
+
+
+def test_further_sections_follow_the_comparisons_with_their_tables_and_figures(tmp_path):
+    figure = Figure("norms-m", "Norms of m", histogram_svg({"documents": [1.0, 2.0]}, title="Norms", xlabel="norm"))
+    section = ReportSection("Geometry: m", "Raw norms.", (("Norm summary", pl.DataFrame({"n": [2]})),), (figure,))
+    base = make_report()
+    report = ComparisonReport(base.leaderboard, base.comparisons, base.regressions, base.deltas, base.metric,
+                              sections=(section,))
+    markdown = render_markdown(report)
+    assert markdown.index("## Geometry: m") > markdown.index("## Worst regressions")
+    assert "Norm summary" in markdown and "(figures/norms-m.svg)" in markdown
+    files = write_report(tmp_path, report)
+    assert tmp_path / "figures" / "norms-m.svg" in files.figures

@@ -1,0 +1,90 @@
+"""Pyramid L1 per (model, dataset): geometry of the raw vectors, the price of normalization mistakes."""
+
+import dagster as dg
+
+from embedpyramid.data import open_frozen
+from embedpyramid.geometry import vector_norms
+from embedpyramid.level1 import (
+    analyse_geometry,
+    l1_dir,
+    metadata_tables,
+    norm_histogram,
+    price_normalization,
+    read_raw_vectors,
+    svg_markdown,
+    write_geometry,
+    write_price,
+)
+from embedpyramid.reports import markdown_table
+from pipelines.partitions import L1, group_fingerprint, model_dataset_partitions, split_key
+from resources import ProjectResource
+
+# The expansion -(|q|^2 - 2 q.d + |d|^2) in float32 against literal float64 distances.
+EUCLIDEAN_TOLERANCE = 1e-4
+
+
+@dg.asset(
+    partitions_def=model_dataset_partitions,
+    deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset"],
+    group_name="l1_geometry",
+    code_version="1",
+    kinds={"parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
+)
+def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+    """Raw norm statistics, norm vs length correlations, length quintiles, anisotropy, spread vs margin."""
+    model_key, dataset = split_key(context)
+    config, store = project.config, project.store
+    raw = read_raw_vectors(store, config.model_by_key(model_key), open_frozen(store.dataset_dir(dataset)))
+    report = analyse_geometry(raw, seed=config.protocol.comparison.seed)
+    path = write_geometry(report, raw, l1_dir(store, dataset, model_key))
+    summary = report.as_dict()
+    histogram = norm_histogram(vector_norms(raw.documents), vector_norms(raw.queries), f"Raw norms of {model_key}")
+    return dg.MaterializeResult(metadata={
+        "modules": dg.MetadataValue.json(raw.backend.get("modules")),
+        "normalize_layer_stripped": dg.MetadataValue.bool(bool(raw.backend.get("stripped"))),
+        "document_norms": dg.MetadataValue.json(summary["doc_norms"]),
+        "query_norms": dg.MetadataValue.json(summary["query_norms"]),
+        "length_correlations": dg.MetadataValue.json(summary["length_correlations"]),
+        "anisotropy": dg.MetadataValue.float(report.anisotropy),
+        "spread_vs_margin": dg.MetadataValue.json(summary["spread_margin"]),
+        "quintiles": dg.MetadataValue.md(markdown_table(report.quintiles)),
+        "norm_histogram": dg.MetadataValue.md(svg_markdown(histogram, "raw norm histogram")),
+        "path": dg.MetadataValue.path(str(path)),
+    })
+
+
+@dg.asset(
+    partitions_def=model_dataset_partitions,
+    deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset"],
+    group_name="l1_geometry",
+    code_version="1",
+    kinds={"parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
+    check_specs=[dg.AssetCheckSpec("euclidean_expansion_exact", asset="normalization_price",
+                                   description=f"Expansion scores within {EUCLIDEAN_TOLERANCE} of literal distances")],
+)
+def normalization_price(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+    """normalize at encode × {dot, cosine, euclidean} and raw × the same, deduplicated to five:
+    retrieval metrics, delta vs normalized + dot with a paired bootstrap CI, top-10 overlap, top-1
+    changes, retrieved length and norm, pick ratio per length quintile."""
+    model_key, dataset = split_key(context)
+    config, store = project.config, project.store
+    model = config.model_by_key(model_key)
+    frozen = open_frozen(store.dataset_dir(dataset))
+    price = price_normalization(config, dataset, read_raw_vectors(store, model, frozen), frozen)
+    path = write_price(price, l1_dir(store, dataset, model_key))
+    worst = max(price.euclidean_check.values(), default=0.0)
+    tables = metadata_tables(l1_dir(store, dataset, model_key))
+    return dg.MaterializeResult(
+        metadata={
+            "price_table": dg.MetadataValue.md(tables["price_table"]),
+            "behaviour": dg.MetadataValue.md(tables["behaviour"]),
+            "settings": dg.MetadataValue.json(price.settings),
+            "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, frozen.version, L1)),
+            "path": dg.MetadataValue.path(str(path)),
+        },
+        check_results=[dg.AssetCheckResult(
+            check_name="euclidean_expansion_exact", passed=worst <= EUCLIDEAN_TOLERANCE,
+            metadata={"max_abs_error": dg.MetadataValue.float(worst)})],
+    )
