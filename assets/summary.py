@@ -1,9 +1,8 @@
 """Cross-model summaries: paired comparisons, the results database and the comparison report."""
 
-import base64
-
 import dagster as dg
 
+from embedpyramid.level1 import svg_markdown
 from embedpyramid.reports import forest_plot_svg, key_table_markdown, markdown_table
 from embedpyramid.results import build_results_db, read_leaderboard
 from embedpyramid.summary import (
@@ -42,7 +41,6 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
         "skipped": dg.MetadataValue.json(tables.skipped),
         "key_table": dg.MetadataValue.md(key_table_markdown(compared) if compared.height else "nothing compared yet"),
         "path": dg.MetadataValue.path(str(paths["comparisons"])),
-        "fingerprint": dg.MetadataValue.text(summary_fingerprint(config, store)),
     })
 
 
@@ -73,27 +71,34 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     )
 
 
-@dg.asset(
-    deps=["results_db", "comparisons", "norm_geometry", "normalization_price"],
-    group_name="summary",
-    code_version="2",
-    kinds={"html"},
-    automation_condition=dg.AutomationCondition.eager(),
-)
-def comparison_report(project: ProjectResource) -> dg.MaterializeResult:
-    """``<data>/report/report.{md,html}``: leaderboard, comparisons, a forest plot of slice
-    deltas with CIs, the per-query delta distributions, the worst regressions, and the L1
-    geometry and normalization price of every model."""
-    config, store = project.config, project.store
-    metric = config.protocol.comparison.report_metric
-    tables = read_comparison_tables(store.comparisons_dir)
-    files = build_report(config, store, read_leaderboard(store.results_db), tables)
-    metadata = {
-        "markdown": dg.MetadataValue.path(str(files.markdown)),
-        "html": dg.MetadataValue.path(str(files.html)),
-    }
-    if tables.comparisons.height:
-        svg = base64.b64encode(forest_plot_svg(tables.comparisons, metric).encode()).decode()
-        metadata["key_table"] = dg.MetadataValue.md(key_table_markdown(tables.comparisons))
-        metadata["forest_plot"] = dg.MetadataValue.md(f"![forest plot of {metric}](data:image/svg+xml;base64,{svg})")
-    return dg.MaterializeResult(metadata=metadata)
+def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
+    """The report, after every summary and analysis it shows (the L4 frontier when ann.yaml exists)."""
+
+    @dg.asset(
+        deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
+              *(["serving_frontier"] if with_serving else [])],
+        group_name="summary",
+        code_version="3",
+        kinds={"html"},
+        automation_condition=dg.AutomationCondition.eager(),
+    )
+    def comparison_report(project: ProjectResource) -> dg.MaterializeResult:
+        """``<data>/report/report.{md,html}``: leaderboard, comparisons, a forest plot of slice
+        deltas with CIs, the per-query delta distributions, the worst regressions, the L1 geometry
+        and normalization price, and the L4 recall/QPS frontier of every model."""
+        config, store = project.config, project.store
+        metric = config.protocol.comparison.report_metric
+        tables = read_comparison_tables(store.comparisons_dir)
+        files = build_report(config, store, read_leaderboard(store.results_db), tables)
+        metadata = {
+            "markdown": dg.MetadataValue.path(str(files.markdown)),
+            "html": dg.MetadataValue.path(str(files.html)),
+            "fingerprint": dg.MetadataValue.text(summary_fingerprint(config, store)),
+        }
+        if tables.comparisons.height:
+            metadata["key_table"] = dg.MetadataValue.md(key_table_markdown(tables.comparisons))
+            metadata["forest_plot"] = dg.MetadataValue.md(
+                svg_markdown(forest_plot_svg(tables.comparisons, metric), f"forest plot of {metric}"))
+        return dg.MaterializeResult(metadata=metadata)
+
+    return comparison_report

@@ -6,8 +6,8 @@ Two bare references, timed on the frozen default data with the same core functio
   length-sorted batches — a second, stripped pass for a model that ships a Normalize module
   (the raw L1 vectors) — and one exact top-k;
 - ``bare core``: the same, plus everything else the default pipeline computes in memory — the
-  retrieval metrics, the L1 geometry and normalization price, and the paired comparisons —
-  with no Dagster, no cache and no Parquet.
+  retrieval metrics, the L1 geometry and normalization price, every L4 index built, swept and
+  timed, and the paired comparisons — with no Dagster, no cache and no Parquet.
 
 Every model is loaded once first to warm imports and page caches; then, for a few rounds,
 the bare references and the pipeline cold (empty data folder and instance) are timed in turn
@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dagster as dg  # noqa: E402
 import polars as pl  # noqa: E402
 
+from embedpyramid.ann import build_index, evaluate_spec, search_sweep  # noqa: E402
 from embedpyramid.compare import compare_models  # noqa: E402
 from embedpyramid.config import ProjectConfig, load_config  # noqa: E402
 from embedpyramid.data import FrozenDataset, encoding_inputs, freeze_dataset, load_configured_dataset  # noqa: E402
@@ -77,6 +78,18 @@ def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDatas
             normalization_price(raw["query"], raw["document"], inputs["query"].ids, inputs["document"].ids, chars, qrels,
                                 protocol.measures(), conventions, depth=protocol.depth,
                                 n_resamples=protocol.comparison.n_resamples, seed=protocol.comparison.seed)
+            for spec in config.ann.specs if config.ann is not None else ():
+                settings = config.ann.settings
+                built = build_index(spec, card["document"], seed=spec.seed, threads=settings.threads)
+                points = search_sweep(built, card["query"], settings.k, batch_size=settings.batch_size,
+                                      latency_queries=settings.latency_queries, seed=spec.seed,
+                                      threads=settings.threads, repeats=settings.timing_repeats,
+                                      documents=card["document"])
+                evaluate_spec(built, points, exact_scores=scores, exact_indices=indices, queries=card["query"],
+                              documents=card["document"], query_ids=inputs["query"].ids, doc_ids=inputs["document"].ids,
+                              qrels=qrels, measures=settings.measure_objects(), conventions=conventions,
+                              delta_metric=settings.delta_metric, n_resamples=protocol.comparison.n_resamples,
+                              bootstrap_seed=protocol.comparison.seed)
     if core:
         for name, frames in per_query.items():
             compare_models(pl.concat(frames), pl.read_parquet(frozen_by_dataset[name].path("queries")),

@@ -1,6 +1,7 @@
 """Typed, validated configuration: model eval cards, datasets and the evaluation protocol.
 
-A config folder is self-contained: ``models.yaml``, ``datasets.yaml`` and ``protocol.yaml``.
+A config folder is self-contained: ``models.yaml``, ``datasets.yaml``, ``protocol.yaml`` and,
+optionally, ``ann.yaml`` (the L4 index specs; without it L4 is not evaluated).
 Relative paths inside it resolve against the folder, so a user keeps their own folder beside
 the defaults. Every validation error names the file, the key and what is allowed.
 """
@@ -13,7 +14,7 @@ from functools import cache
 from importlib import metadata as importlib_metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -21,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from embedpyramid.compare import ComparisonSettings
 from embedpyramid.hashing import sha256_json
 from embedpyramid.metrics import Measure, MetricConventions, default_measures
+
+if TYPE_CHECKING:
+    from embedpyramid.ann import AnnConfig
 
 SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SAFE_NAME_HELP = "lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -221,6 +225,7 @@ class ProjectConfig:
     models: dict[str, ResolvedModel]
     datasets: dict[str, ChatterbotDataset | BeirDataset]
     protocol: Protocol
+    ann: AnnConfig | None = None
 
     @property
     def baseline(self) -> ResolvedModel:
@@ -387,4 +392,8 @@ def load_config(directory: str | Path) -> ProjectConfig:
             f"{folder / 'protocol.yaml'}: comparison.baseline {baseline!r} is not a card in models.yaml; "
             f"allowed: {', '.join(models)}"
         )
-    return ProjectConfig(folder, models, load_datasets(folder), protocol)
+    # embedpyramid.ann builds on this module's validation helpers, hence the late import.
+    from embedpyramid.ann import load_ann_config
+
+    ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
+    return ProjectConfig(folder, models, load_datasets(folder), protocol, ann)

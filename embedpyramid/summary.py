@@ -25,7 +25,10 @@ from embedpyramid.compare import (
 )
 from embedpyramid.config import ProjectConfig
 from embedpyramid.data import open_frozen
-from embedpyramid.level1 import l1_dir, report_section
+from embedpyramid.level1 import l1_dir
+from embedpyramid.level1 import report_section as l1_section
+from embedpyramid.level4 import report_section as l4_section
+from embedpyramid.level4 import serving_dir
 from embedpyramid.reports import ComparisonReport, ReportFiles, write_report
 from embedpyramid.results import EvaluatedPartition, sort_metrics
 from embedpyramid.retrieval import read_metrics_manifest
@@ -108,16 +111,17 @@ def build_report(
     config: ProjectConfig, store: ArtifactStore, leaderboard: pl.DataFrame, tables: ComparisonTables
 ) -> ReportFiles:
     """Write report.md, report.html and the SVG figures under the store's report folder: the
-    comparisons, then the L1 section of every evaluated (model, dataset)."""
-    sections = tuple(
-        report_section(l1_dir(store, dataset, model.key), model.key, dataset)
-        for dataset in config.datasets
-        for model in config.models.values()
-        if (l1_dir(store, dataset, model.key) / "price.parquet").is_file()
-        and (l1_dir(store, dataset, model.key) / "geometry.json").is_file()
-    )
+    comparisons, then the L1 and L4 sections of every evaluated (model, dataset)."""
+    sections = []
+    for dataset in config.datasets:
+        for model in config.models.values():
+            l1 = l1_dir(store, dataset, model.key)
+            if (l1 / "price.parquet").is_file() and (l1 / "geometry.json").is_file():
+                sections.append(l1_section(l1, model.key, dataset))
+            if (serving_dir(store, dataset, model.key) / "frontier.parquet").is_file():
+                sections.append(l4_section(store, dataset, model.key))
     return write_report(store.report_dir, ComparisonReport(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
         deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
-        title="Embedding model evaluation", sections=sections,
+        title="Embedding model evaluation", sections=tuple(sections),
     ))

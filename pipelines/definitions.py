@@ -15,7 +15,9 @@ from assets.data import frozen_dataset
 from assets.embeddings import document_embeddings, query_embeddings, raw_document_embeddings, raw_query_embeddings
 from assets.geometry import norm_geometry, normalization_price
 from assets.retrieval import exact_topk, retrieval_metrics
-from assets.summary import comparison_report, comparisons, results_db
+from assets.serving import serving_assets
+from assets.summary import comparisons, report_asset, results_db
+from embedpyramid.ann import load_ann_config
 from embedpyramid.config import ConfigError, load_config
 from pipelines.partitions import DATASETS, partition_sync
 from resources import EncoderRegistry, ProjectResource
@@ -24,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = [
     frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics,
     raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price,
-    comparisons, results_db, comparison_report,
+    comparisons, results_db,
 ]
 
 refresh_datasets_job = dg.define_asset_job(
@@ -76,8 +78,12 @@ automation = dg.AutomationConditionSensorDefinition(
 
 
 def build_definitions(configs_dir: str | Path, data_dir: str | Path) -> dg.Definitions:
+    """The graph of one config folder: L4 has one asset per index spec of its ann.yaml."""
+    ann_path = Path(configs_dir) / "ann.yaml"
+    specs = load_ann_config(ann_path).specs if ann_path.is_file() else ()
+    serving = serving_assets(specs) if specs else []
     return dg.Definitions(
-        assets=ASSETS,
+        assets=[*ASSETS, *serving, report_asset(with_serving=bool(serving))],
         jobs=[refresh_datasets_job, summary_job],
         sensors=[model_cards_sensor, automation],
         schedules=[nightly_refresh, nightly_summary],

@@ -2,7 +2,8 @@
 
 One Dagster run per partition, in dependency order: each selected dataset is frozen, each
 (model, dataset) partition goes through its asset groups (L2: embeddings → exact top-k →
-retrieval metrics; L1: raw embeddings → geometry, normalization price), then the comparisons,
+retrieval metrics; L1: raw embeddings → geometry, normalization price; L4: one asset per
+index spec, then the frontier), then the comparisons,
 the results database and the report are rebuilt in one run. Like "materialize stale and
 missing": a group whose fingerprint (card hash, dataset version, protocol, code version)
 matches its latest materialization is skipped, a dataset whose content hash matches its
@@ -25,11 +26,11 @@ from embedpyramid.data import dataset_version, load_configured_dataset, open_fro
 from embedpyramid.store import ArtifactStore
 from pipelines.definitions import SUMMARY_ASSETS, build_definitions
 from pipelines.partitions import (
-    PARTITION_GROUPS,
     apply_partition_sync,
     group_fingerprint,
     group_output,
     model_dataset_key,
+    partition_groups,
     summary_fingerprint,
 )
 
@@ -102,6 +103,7 @@ def run_pipeline(
     defs = build_definitions(config.directory, store.root)
     assets, resources = list(defs.assets or []), dict(defs.resources or {})
     report = RunReport()
+    groups = partition_groups(config)
 
     def materialize(selection: list[str], partition_key: str | dg.MultiPartitionKey | None) -> dg.ExecuteInProcessResult:
         return dg.materialize(
@@ -127,7 +129,7 @@ def run_pipeline(
             model = config.models[name]
             key = model_dataset_key(model.key, dataset)
             stale = []
-            for group, group_assets in PARTITION_GROUPS.items():
+            for group, group_assets in groups.items():
                 latest = _latest_materialization(instance, group_assets[-1], key)
                 recorded = latest.metadata.get("fingerprint") if latest is not None else None
                 current = group_fingerprint(config, model, dataset, version, group)
@@ -137,7 +139,7 @@ def run_pipeline(
                 log(f"{model.key} × {dataset}: up to date")
                 report.skipped.append((model.key, dataset))
                 continue
-            selection = [asset for group in stale for asset in PARTITION_GROUPS[group]]
+            selection = [asset for group in stale for asset in groups[group]]
             log(f"{model.key} × {dataset}: materializing {', '.join(selection)}")
             result = materialize(selection, key)
             for event in result.get_asset_materialization_events():
@@ -150,12 +152,12 @@ def run_pipeline(
                 report.materialized.append((model.key, dataset))
             else:
                 report.failures.append(f"{model.key} × {dataset}: {_failure(result)}")
-    latest_summary = _latest_materialization(instance, "comparisons", None)
+    # The report is the last summary asset: its recorded fingerprint vouches for all three.
+    latest_summary = _latest_materialization(instance, SUMMARY_ASSETS[-1], None)
     recorded_summary = latest_summary.metadata.get("fingerprint") if latest_summary is not None else None
     summary_current = (
         recorded_summary is not None and recorded_summary.value == summary_fingerprint(config, store)
         and store.results_db.is_file()
-        and all(_latest_materialization(instance, asset, None) is not None for asset in SUMMARY_ASSETS)
     )
     if not summary_current:
         result = materialize(SUMMARY_ASSETS, None)

@@ -30,7 +30,8 @@ def write_configs(tmp_path: Path) -> ConfigWriter:
     """Write a config folder; sections default to the shipped defaults, overrides replace them."""
 
     def write(folder: str = "configs", *, models: dict | None = None, datasets: dict | None = None,
-              protocol: dict | None = None) -> Path:
+              protocol: dict | None = None, ann: dict | None = None) -> Path:
+        """``ann`` (the content of ann.yaml) is written only when given: without it, no L4."""
         target = tmp_path / folder
         target.mkdir(parents=True, exist_ok=True)
         if protocol is None:
@@ -43,6 +44,8 @@ def write_configs(tmp_path: Path) -> ConfigWriter:
             "datasets": {"datasets": datasets} if datasets is not None else default_section("datasets"),
             "protocol": protocol,
         }
+        if ann is not None:
+            sections["ann"] = ann
         for name, content in sections.items():
             (target / f"{name}.yaml").write_text(yaml.safe_dump(content, sort_keys=False))
         return target

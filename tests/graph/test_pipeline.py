@@ -17,11 +17,12 @@ from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
 from pipelines.definitions import defs, model_cards_sensor
-from pipelines.partitions import DATASETS, MODELS, model_dataset_key
+from pipelines.partitions import DATASETS, MODELS, ann_asset_name, model_dataset_key
 from pipelines.runner import run_pipeline
 from resources import ProjectResource
 
 DEFAULT_PROTOCOL = Path(__file__).resolve().parents[2] / "configs" / "protocol.yaml"
+SPECS = ["flat", "hnsw32", "ivf-flat", "ivf-pq", "sq8", "binary", "int8", "flat-d256", "flat-d128", "flat-d64"]
 
 
 def default_section(name: str) -> dict:
@@ -45,7 +46,10 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "normalization_price": ["frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
         "comparisons": ["retrieval_metrics"],
         "results_db": ["comparisons", "retrieval_metrics"],
-        "comparison_report": ["comparisons", "norm_geometry", "normalization_price", "results_db"],
+        **{ann_asset_name(spec): ["document_embeddings", "exact_topk", "frozen_dataset", "query_embeddings"]
+           for spec in SPECS},
+        "serving_frontier": sorted(ann_asset_name(spec) for spec in SPECS),
+        "comparison_report": ["comparisons", "norm_geometry", "normalization_price", "results_db", "serving_frontier"],
     }
     assert {s.name for s in repository.sensor_defs} == {"model_cards_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
@@ -77,7 +81,7 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
     assert set(board["n"].to_list()) == {748}
     assert board["mean"].is_between(0, 1).all()
     for key in keys:
-        means = dict(board.filter(pl.col("model") == key).select("metric", "mean").iter_rows())
+        means = means_of(board, key)
         for family in ("Recall", "Hit", "nDCG"):
             series = [means[f"{family}@{k}"] for k in (1, 3, 5, 10, 100)]
             assert series == sorted(series)
@@ -148,6 +152,27 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
         dg.AssetKey("norm_geometry"), asset_partitions=[model_dataset_key(use_key, "chatterbot-en")]), limit=1).records[0]
     assert geometry.asset_materialization.metadata["normalize_layer_stripped"].value is False
     assert "## L1 geometry and the price of normalization mistakes: " + minilm_key in (tmp_path / "report" / "report.md").read_text()
+
+    # L4 on the real vectors: Flat reproduces exact search; HNSW recall rises with efSearch.
+    serving = pl.read_parquet(tmp_path / "serving" / "chatterbot-en" / minilm_key / "summary.parquet")
+    flat = serving.filter(pl.col("spec") == "flat").row(0, named=True)
+    assert (flat["ann_recall"], flat["delta"], flat["delta_ci_low"], flat["delta_ci_high"]) == (1.0, 0.0, 0.0, 0.0)
+    assert flat["ann_value"] == flat["exact_value"] == pytest.approx(means_of(board, minilm_key)["nDCG@10"])
+    hnsw = serving.filter(pl.col("spec") == "hnsw32").sort("sweep_value")
+    assert hnsw["sweep_value"].to_list() == [16, 32, 64, 128, 256]
+    assert hnsw["ann_recall"].is_sorted() and hnsw["ann_recall"][-1] >= 0.99
+    assert set(serving["spec"]) == set(SPECS)
+    assert (serving["qps"] > 0).all() and (serving["p95_ms"] >= serving["p50_ms"]).all() and (serving["index_bytes"] > 0).all()
+    flat_per_query = pl.read_parquet(tmp_path / "serving" / "chatterbot-en" / minilm_key / "flat" / "per_query.parquet")
+    exact_per_query = pl.read_parquet(store.metrics_path("chatterbot-en", minilm_key, "exact"))
+    joined = flat_per_query.filter(pl.col("metric") == "nDCG@10").join(
+        exact_per_query.filter(pl.col("metric") == "nDCG@10"), on="query_id")
+    assert joined.height == 748 and (joined["value"] == joined["value_right"]).all()
+    assert "## L4 serving approximation: " + minilm_key in (tmp_path / "report" / "report.md").read_text()
+
+
+def means_of(board: pl.DataFrame, model_key: str) -> dict[str, float]:
+    return dict(board.filter(pl.col("model") == model_key).select("metric", "mean").iter_rows())
 
 
 def small_run(write_configs, small_chatterbot, models, instance, data, folder):
@@ -277,3 +302,39 @@ def test_cli_run_and_leaderboard(write_configs, small_chatterbot, tmp_path, caps
     assert {parse_measure(row["metric"]).name for row in rows} == {"Recall", "Hit", "MRR", "MAP", "nDCG", "P", "RPrec"}
     assert main(["run", "--configs", str(folder), "--data", str(data), "--models", "nope"]) == 2
     assert "unknown models ['nope']" in capsys.readouterr().err
+
+
+def small_ann(**indexes) -> dict:
+    settings = {**default_section("ann")["settings"], "latency_queries": 20, "timing_repeats": 1}
+    return {"settings": settings, "indexes": indexes}
+
+
+def test_a_dimension_cut_changes_the_l4_assets_only(write_configs, default_models, small_chatterbot, tmp_path):
+    instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
+    models = {"minilm-l6": default_models["minilm-l6"]}
+    ann = small_ann(flat={"factory": "Flat"}, cut={"factory": "Flat", "dimension": 128})
+    first = run_pipeline(write_configs("a", models=models, datasets=small_chatterbot, ann=ann), data, instance=instance)
+    key = load_config(tmp_path / "a").models["minilm-l6"].key
+    assert first.failures == [] and {group for _, _, group in first.groups} == {
+        "l2_retrieval", "l1_geometry", "l4:flat", "l4:cut", "l4_frontier"}
+
+    cut64 = small_ann(flat={"factory": "Flat"}, cut={"factory": "Flat", "dimension": 64})
+    second = run_pipeline(write_configs("b", models=models, datasets=small_chatterbot, ann=cut64), data, instance=instance)
+    assert second.failures == [] and second.encoded == []
+    assert sorted(second.groups) == [(key, "chatterbot-small", "l4:cut"), (key, "chatterbot-small", "l4_frontier")]
+    assert second.summary_built
+    summary = pl.read_parquet(data / "serving" / "chatterbot-small" / key / "summary.parquet")
+    cut = summary.filter(pl.col("spec") == "cut").row(0, named=True)
+    assert cut["dimension"] == 64 and cut["ann_recall"] < 1.0 and cut["bytes_per_vector"] < 0.2 * summary.filter(
+        pl.col("spec") == "flat")["bytes_per_vector"][0]
+    assert len(list((data / "indexes").glob("cut-*.index"))) == 2
+
+
+def test_an_l2_index_for_a_cosine_model_is_refused(write_configs, default_models, small_chatterbot, tmp_path):
+    models = {"minilm-l6": default_models["minilm-l6"]}
+    folder = write_configs(models=models, datasets=small_chatterbot, ann=small_ann(euclid={"factory": "Flat", "metric": "l2"}))
+    report = run_pipeline(folder, tmp_path / "data", instance=dg.DagsterInstance.ephemeral())
+    assert len(report.failures) == 1
+    assert "metric 'l2', but the model card normalizes its vectors (cosine scores)" in report.failures[0]
+    assert "set metric: inner_product on the spec" in report.failures[0]
+    assert not (tmp_path / "data" / "indexes").exists()

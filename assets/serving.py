@@ -1,0 +1,93 @@
+"""Pyramid L4 per (model, dataset): one asset per index spec of ann.yaml, and the frontier."""
+
+import dagster as dg
+
+from embedpyramid.ann import IndexSpec
+from embedpyramid.data import open_frozen
+from embedpyramid.hashing import sha256_json
+from embedpyramid.level1 import svg_markdown
+from embedpyramid.level4 import FRONTIER_COLUMNS, evaluate_serving
+from embedpyramid.level4 import serving_frontier as compute_frontier
+from embedpyramid.reports import markdown_table
+from pipelines.partitions import (
+    L4_FRONTIER,
+    ann_asset_name,
+    group_fingerprint,
+    l4_group,
+    model_dataset_partitions,
+    split_key,
+)
+from resources import ProjectResource
+
+L4_DEPS = ["query_embeddings", "document_embeddings", "exact_topk", "frozen_dataset"]
+
+
+def ann_asset(spec: IndexSpec) -> dg.AssetsDefinition:
+    """The asset of one spec; its code version follows the spec, so the UI marks exactly the
+    specs that changed as stale."""
+
+    @dg.asset(
+        name=ann_asset_name(spec.name),
+        partitions_def=model_dataset_partitions,
+        deps=L4_DEPS,
+        group_name="l4_serving",
+        code_version="1-" + sha256_json(spec.model_dump(mode="json"))[:12],
+        kinds={"faiss", "parquet"},
+        automation_condition=dg.AutomationCondition.eager(),
+        description=f"{spec.describe()}: ANN recall@k vs exact, relevance under ANN with the paired delta vs "
+                    "exact, build seconds, bytes, QPS, p50/p95 latency and peak RSS per sweep point.",
+    )
+    def ann_spec(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        model_key, dataset = split_key(context)
+        config, store = project.config, project.store
+        model = config.model_by_key(model_key)
+        frozen = open_frozen(store.dataset_dir(dataset))
+        result = evaluate_serving(config, store, model, dataset, frozen, config.ann.spec(spec.name))
+        summary = result.evaluation.summary
+        return dg.MaterializeResult(metadata={
+            "factory": dg.MetadataValue.text(result.built.factory),
+            "index_path": dg.MetadataValue.path(str(result.index_path)),
+            "reused_index": dg.MetadataValue.bool(result.reused_index),
+            "build_seconds": dg.MetadataValue.float(result.built.build_seconds),
+            "index_bytes": dg.MetadataValue.int(result.built.index_bytes),
+            "peak_rss_bytes": dg.MetadataValue.int(result.built.peak_rss_bytes),
+            "seed": dg.MetadataValue.int(result.built.seed),
+            "sweep": dg.MetadataValue.md(markdown_table(summary.select(FRONTIER_COLUMNS))),
+            "fingerprint": dg.MetadataValue.text(
+                group_fingerprint(config, model, dataset, frozen.version, l4_group(spec.name))),
+        })
+
+    return ann_spec
+
+
+def frontier_asset(specs: tuple[IndexSpec, ...]) -> dg.AssetsDefinition:
+    """The recall/QPS frontier over the sweep points of every spec."""
+
+    @dg.asset(
+        partitions_def=model_dataset_partitions,
+        deps=[ann_asset_name(spec.name) for spec in specs],
+        group_name="l4_serving",
+        code_version="1",
+        kinds={"parquet"},
+        automation_condition=dg.AutomationCondition.eager(),
+    )
+    def serving_frontier(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        """The recall/QPS frontier over every spec's sweep points, and QPS at the target recalls."""
+        model_key, dataset = split_key(context)
+        config, store = project.config, project.store
+        model = config.model_by_key(model_key)
+        frozen = open_frozen(store.dataset_dir(dataset))
+        result = compute_frontier(config, store, dataset, model_key)
+        return dg.MaterializeResult(metadata={
+            "frontier": dg.MetadataValue.md(markdown_table(result.frontier.select(FRONTIER_COLUMNS))),
+            "qps_at_recall": dg.MetadataValue.md(markdown_table(result.qps_at_recall)),
+            "plot": dg.MetadataValue.md(svg_markdown(result.svg, "recall/QPS frontier")),
+            "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, frozen.version, L4_FRONTIER)),
+        })
+
+    return serving_frontier
+
+
+def serving_assets(specs: tuple[IndexSpec, ...]) -> list[dg.AssetsDefinition]:
+    """One asset per spec of ann.yaml, and the frontier depending on all of them."""
+    return [*(ann_asset(spec) for spec in specs), frontier_asset(specs)]
