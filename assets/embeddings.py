@@ -3,7 +3,7 @@ and their raw twins (pyramid L1): the same model without its final Normalize mod
 
 import dagster as dg
 
-from embedpyramid.data import encoding_inputs, open_frozen
+from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import (
     PLURAL,
     Kind,
@@ -13,7 +13,7 @@ from embedpyramid.encode import (
     read_embeddings,
     vector_problems,
 )
-from pipelines.partitions import model_dataset_partitions, split_key
+from pipelines.partitions import model_dataset_partitions
 from resources import EncoderRegistry, ProjectResource
 
 # Unit(raw) may differ from the shipped vector only by float rounding.
@@ -41,9 +41,8 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
     def embeddings(
         context: dg.AssetExecutionContext, project: ProjectResource, encoders: EncoderRegistry
     ) -> dg.MaterializeResult:
-        model_key, dataset = split_key(context)
-        model = project.config.model_by_key(model_key)
-        frozen = open_frozen(project.store.dataset_dir(dataset))
+        part = project.partition(context)
+        model, frozen, model_key = part.model, part.frozen, part.model.key
         inputs = encoding_inputs(frozen, kind)
         logged_tenths = [0]
 
@@ -52,7 +51,7 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
                 logged_tenths[0] = done * 10 // total
                 context.log.info(f"encoded {done}/{total} {PLURAL[kind]} with {model_key}")
 
-        result = embed_table(project.store, model, kind, inputs, lambda: encoders.encoder(model), progress, raw=raw)
+        result = embed_table(part.store, model, kind, inputs, lambda: encoders.encoder(model), progress, raw=raw)
         stored_ids, vectors = read_embeddings(result.path)
         problems = vector_problems(vectors, len(inputs.ids), model.card.dimension or result.metadata["dim"])
         if stored_ids != inputs.ids:
@@ -73,7 +72,7 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
             "path": dg.MetadataValue.path(str(result.path)),
         }
         if raw:
-            _, shipped = read_embeddings(cached_embedding_path(project.store, model, frozen, kind))
+            _, shipped = read_embeddings(cached_embedding_path(part.store, model, frozen, kind))
             difference = direction_difference(vectors, shipped)
             metadata["direction_difference"] = dg.MetadataValue.float(difference)
             turned = [] if difference <= DIRECTION_TOLERANCE else [

@@ -2,7 +2,6 @@
 
 import dagster as dg
 
-from embedpyramid.data import open_frozen
 from embedpyramid.geometry import vector_norms
 from embedpyramid.level1 import (
     analyse_geometry,
@@ -16,7 +15,7 @@ from embedpyramid.level1 import (
     write_price,
 )
 from embedpyramid.reports import markdown_table
-from pipelines.partitions import L1, group_fingerprint, model_dataset_partitions, split_key
+from pipelines.partitions import L1, group_fingerprint, model_dataset_partitions
 from resources import ProjectResource
 
 # The expansion -(|q|^2 - 2 q.d + |d|^2) in float32 against literal float64 distances.
@@ -33,13 +32,12 @@ EUCLIDEAN_TOLERANCE = 1e-4
 )
 def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Raw norm statistics, norm vs length correlations, length quintiles, anisotropy, spread vs margin."""
-    model_key, dataset = split_key(context)
-    config, store = project.config, project.store
-    raw = read_raw_vectors(store, config.model_by_key(model_key), open_frozen(store.dataset_dir(dataset)))
-    report = analyse_geometry(raw, seed=config.protocol.comparison.seed)
-    path = write_geometry(report, raw, l1_dir(store, dataset, model_key))
+    part = project.partition(context)
+    raw = read_raw_vectors(part.store, part.model, part.frozen)
+    report = analyse_geometry(raw, seed=part.config.protocol.comparison.seed)
+    path = write_geometry(report, raw, l1_dir(part.store, part.dataset, part.model.key))
     summary = report.as_dict()
-    histogram = norm_histogram(vector_norms(raw.documents), vector_norms(raw.queries), f"Raw norms of {model_key}")
+    histogram = norm_histogram(vector_norms(raw.documents), vector_norms(raw.queries), f"Raw norms of {part.model.key}")
     return dg.MaterializeResult(metadata={
         "modules": dg.MetadataValue.json(raw.backend.get("modules")),
         "normalize_layer_stripped": dg.MetadataValue.bool(bool(raw.backend.get("stripped"))),
@@ -68,14 +66,13 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
     """normalize at encode × {dot, cosine, euclidean} and raw × the same, deduplicated to five:
     retrieval metrics, delta vs normalized + dot with a paired bootstrap CI, top-10 overlap, top-1
     changes, retrieved length and norm, pick ratio per length quintile."""
-    model_key, dataset = split_key(context)
-    config, store = project.config, project.store
-    model = config.model_by_key(model_key)
-    frozen = open_frozen(store.dataset_dir(dataset))
-    price = price_normalization(config, dataset, read_raw_vectors(store, model, frozen), frozen)
-    path = write_price(price, l1_dir(store, dataset, model_key))
+    part = project.partition(context)
+    config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
+    price = price_normalization(config, dataset, read_raw_vectors(part.store, model, frozen), frozen)
+    directory = l1_dir(part.store, dataset, model.key)
+    path = write_price(price, directory)
     worst = max(price.euclidean_check.values(), default=0.0)
-    tables = metadata_tables(l1_dir(store, dataset, model_key))
+    tables = metadata_tables(directory)
     return dg.MaterializeResult(
         metadata={
             "price_table": dg.MetadataValue.md(tables["price_table"]),

@@ -3,14 +3,13 @@
 
 import dagster as dg
 
-from embedpyramid.data import open_frozen
 from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
 from embedpyramid.retrieval import score_run, search_embeddings, write_scored_run
 from embedpyramid.search import write_trec_run
 from embedpyramid.store import write_parquet
 from embedpyramid.reports import markdown_table
-from pipelines.partitions import L2, group_fingerprint, model_dataset_partitions, split_key
+from pipelines.partitions import L2, group_fingerprint, model_dataset_partitions
 from resources import ProjectResource
 
 EXACT = "exact"
@@ -26,17 +25,15 @@ EXACT = "exact"
 )
 def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Exact top-depth by a blocked torch matrix product; a long-format run plus a TREC run file."""
-    model_key, dataset = split_key(context)
-    config, store = project.config, project.store
-    model = config.model_by_key(model_key)
-    frozen = open_frozen(store.dataset_dir(dataset))
+    part = project.partition(context)
+    config, store, model, frozen = part.config, part.store, part.model, part.frozen
     result = search_embeddings(
         cached_embedding_path(store, model, frozen, "query"), cached_embedding_path(store, model, frozen, "document"),
         config.protocol.depth, config.protocol.search,
     )
-    run_dir = store.run_dir(dataset, model_key)
+    run_dir = store.run_dir(part.dataset, model.key)
     write_parquet(result.run, run_dir / f"{EXACT}.parquet")
-    write_trec_run(result.run, run_dir / f"{EXACT}.trec", tag=f"{model_key}.{EXACT}")
+    write_trec_run(result.run, run_dir / f"{EXACT}.trec", tag=f"{model.key}.{EXACT}")
     return dg.MaterializeResult(
         metadata={
             "rows": dg.MetadataValue.int(result.run.num_rows),
@@ -62,15 +59,13 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
 )
 def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Per-query Recall, Hit, MRR, MAP, nDCG, P at every k and R-precision, conventions recorded."""
-    model_key, dataset = split_key(context)
-    config, store = project.config, project.store
-    model = config.model_by_key(model_key)
-    frozen = open_frozen(store.dataset_dir(dataset))
+    part = project.partition(context)
+    config, store, model, dataset = part.config, part.store, part.model, part.dataset
     scored = score_run(
-        store.run_dir(dataset, model_key) / f"{EXACT}.parquet", frozen, config.protocol.measures(),
-        config.protocol.conventions(config.dataset(dataset)), dataset=dataset, model=model_key, system=EXACT,
+        store.run_dir(dataset, model.key) / f"{EXACT}.parquet", part.frozen, config.protocol.measures(),
+        config.protocol.conventions(config.dataset(dataset)), dataset=dataset, model=model.key, system=EXACT,
     )
-    path = write_scored_run(scored, store.metrics_path(dataset, model_key, EXACT))
+    path = write_scored_run(scored, store.metrics_path(dataset, model.key, EXACT))
     manifest = scored.manifest()
     return dg.MaterializeResult(
         metadata={
@@ -78,7 +73,7 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
             "excluded_queries": dg.MetadataValue.int(manifest["excluded_queries"]),
             "conventions": dg.MetadataValue.json(manifest["conventions"]),
             "metrics": dg.MetadataValue.md(markdown_table(scored.means())),
-            "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, frozen.version, L2)),
+            "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, part.frozen.version, L2)),
             "path": dg.MetadataValue.path(str(path)),
         },
         data_version=dg.DataVersion(sha256_table(scored.per_query.to_arrow())),

@@ -3,7 +3,6 @@
 import dagster as dg
 
 from embedpyramid.ann import IndexSpec
-from embedpyramid.data import open_frozen
 from embedpyramid.hashing import sha256_json
 from embedpyramid.level1 import svg_markdown
 from embedpyramid.level4 import FRONTIER_COLUMNS, evaluate_serving
@@ -15,7 +14,6 @@ from pipelines.partitions import (
     group_fingerprint,
     l4_group,
     model_dataset_partitions,
-    split_key,
 )
 from resources import ProjectResource
 
@@ -38,11 +36,9 @@ def ann_asset(spec: IndexSpec) -> dg.AssetsDefinition:
                     "exact, build seconds, bytes, QPS, p50/p95 latency and peak RSS per sweep point.",
     )
     def ann_spec(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-        model_key, dataset = split_key(context)
-        config, store = project.config, project.store
-        model = config.model_by_key(model_key)
-        frozen = open_frozen(store.dataset_dir(dataset))
-        result = evaluate_serving(config, store, model, dataset, frozen, config.ann.spec(spec.name))
+        part = project.partition(context)
+        config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
+        result = evaluate_serving(config, part.store, model, dataset, frozen, config.ann.spec(spec.name))
         summary = result.evaluation.summary
         return dg.MaterializeResult(metadata={
             "factory": dg.MetadataValue.text(result.built.factory),
@@ -73,16 +69,15 @@ def frontier_asset(specs: tuple[IndexSpec, ...]) -> dg.AssetsDefinition:
     )
     def serving_frontier(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
         """The recall/QPS frontier over every spec's sweep points, and QPS at the target recalls."""
-        model_key, dataset = split_key(context)
-        config, store = project.config, project.store
-        model = config.model_by_key(model_key)
-        frozen = open_frozen(store.dataset_dir(dataset))
-        result = compute_frontier(config, store, dataset, model_key)
+        part = project.partition(context)
+        config, model, dataset = part.config, part.model, part.dataset
+        result = compute_frontier(config, part.store, dataset, model.key)
         return dg.MaterializeResult(metadata={
             "frontier": dg.MetadataValue.md(markdown_table(result.frontier.select(FRONTIER_COLUMNS))),
             "qps_at_recall": dg.MetadataValue.md(markdown_table(result.qps_at_recall)),
             "plot": dg.MetadataValue.md(svg_markdown(result.svg, "recall/QPS frontier")),
-            "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, frozen.version, L4_FRONTIER)),
+            "fingerprint": dg.MetadataValue.text(
+                group_fingerprint(config, model, dataset, part.frozen.version, L4_FRONTIER)),
         })
 
     return serving_frontier

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 from pydantic import PrivateAttr
 
 from embedpyramid.config import ProjectConfig, ResolvedModel, load_config
+from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.encode import Encoder, load_encoder
 from embedpyramid.store import ArtifactStore
+from pipelines.partitions import split_key
+
+
+@dataclass(frozen=True)
+class Partition:
+    """What a (model, dataset) asset works on: the config, the store, the card, the frozen data."""
+
+    config: ProjectConfig
+    store: ArtifactStore
+    model: ResolvedModel
+    dataset: str
+    frozen: FrozenDataset
 
 
 class ProjectResource(dg.ConfigurableResource):
@@ -29,6 +43,13 @@ class ProjectResource(dg.ConfigurableResource):
     @property
     def store(self) -> ArtifactStore:
         return ArtifactStore(Path(self.data_dir).expanduser().resolve())
+
+    def partition(self, context: dg.AssetExecutionContext) -> Partition:
+        """The card and the frozen dataset of the current (model, dataset) partition."""
+        model_key, dataset = split_key(context)
+        store = self.store
+        return Partition(self.config, store, self.config.model_by_key(model_key), dataset,
+                         open_frozen(store.dataset_dir(dataset)))
 
 
 class EncoderRegistry(dg.ConfigurableResource):

@@ -83,19 +83,26 @@ def comparison_summary(
                 "metric": row["metric"],
                 "A": row["model_a"],
                 "B": row["model_b"],
-                "n": str(row["n"]),
-                "mean A": f"{row['mean_a']:.4f}",
-                "mean B": f"{row['mean_b']:.4f}",
-                "Δ (B − A)": f"{row['mean_delta']:+.4f}",
-                f"{level} CI": format_interval(row["ci_low"], row["ci_high"]),
-                "p": format_pvalue(row["p_value"]),
-                "p (Holm)": format_pvalue(row["p_holm"]),
-                "W/T/L": f"{row['wins']}/{row['ties']}/{row['losses']}",
+                **_statistics_cells(row, level),
             }
             for row in rows.iter_rows(named=True)
         ],
         schema=_summary_columns(level, first=("dataset", "system", "metric", "A", "B")),
     )
+
+
+def _statistics_cells(row: dict, level: str) -> dict[str, str]:
+    """The display cells every comparison row shares: n, means, delta, interval, p-values, W/T/L."""
+    return {
+        "n": str(row["n"]),
+        "mean A": f"{row['mean_a']:.4f}",
+        "mean B": f"{row['mean_b']:.4f}",
+        "Δ (B − A)": f"{row['mean_delta']:+.4f}",
+        f"{level} CI": format_interval(row["ci_low"], row["ci_high"]),
+        "p": format_pvalue(row["p_value"]),
+        "p (Holm)": format_pvalue(row["p_holm"]),
+        "W/T/L": f"{row['wins']}/{row['ties']}/{row['losses']}",
+    }
 
 
 def slice_summary(comparisons: pl.DataFrame, metric: str) -> pl.DataFrame:
@@ -109,14 +116,7 @@ def slice_summary(comparisons: pl.DataFrame, metric: str) -> pl.DataFrame:
                 "A": row["model_a"],
                 "B": row["model_b"],
                 "slice": slice_label(row["slice_column"], row["slice_value"]),
-                "n": str(row["n"]),
-                "mean A": f"{row['mean_a']:.4f}",
-                "mean B": f"{row['mean_b']:.4f}",
-                "Δ (B − A)": f"{row['mean_delta']:+.4f}",
-                f"{level} CI": format_interval(row["ci_low"], row["ci_high"]),
-                "p": format_pvalue(row["p_value"]),
-                "p (Holm)": format_pvalue(row["p_holm"]),
-                "W/T/L": f"{row['wins']}/{row['ties']}/{row['losses']}",
+                **_statistics_cells(row, level),
                 "small n": "yes" if row["small_slice"] else "",
             }
             for row in rows.iter_rows(named=True)
