@@ -7,7 +7,8 @@ Two bare references, timed on the frozen default data with the same core functio
   (the raw L1 vectors) — and one exact top-k;
 - ``bare core``: the same, plus everything else the default pipeline computes in memory — the
   retrieval metrics, the L1 geometry and normalization price, every L4 index built, swept and
-  timed, and the paired comparisons — with no Dagster, no cache and no Parquet.
+  timed, and the paired comparisons with their regression lists — with no Dagster, no cache
+  and no Parquet.
 
 Every model is loaded once first to warm imports and page caches; then, for a few rounds,
 the bare references and the pipeline cold (empty data folder and instance) are timed in turn
@@ -35,7 +36,7 @@ import dagster as dg  # noqa: E402
 import polars as pl  # noqa: E402
 
 from embedpyramid.ann import build_index, evaluate_spec, search_sweep  # noqa: E402
-from embedpyramid.compare import compare_models  # noqa: E402
+from embedpyramid.compare import compare_models, query_deltas, regressions  # noqa: E402
 from embedpyramid.config import ProjectConfig, load_config  # noqa: E402
 from embedpyramid.data import FrozenDataset, encoding_inputs, freeze_dataset, load_configured_dataset  # noqa: E402
 from embedpyramid.encode import encode_texts, load_encoder, postprocess  # noqa: E402
@@ -51,6 +52,7 @@ def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDatas
     protocol = config.protocol
     start = time.perf_counter()
     per_query: dict[str, list[pl.DataFrame]] = {name: [] for name in frozen_by_dataset}
+    runs: dict[str, dict[str, pl.DataFrame]] = {name: {} for name in frozen_by_dataset}
     for model in config.models.values():
         encoder = load_encoder(model)
         stripped = encoder.without_normalize_layer()
@@ -68,6 +70,7 @@ def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDatas
             qrels = pl.read_parquet(frozen.path("qrels"))
             conventions = protocol.conventions(config.dataset(name))
             run = pl.from_arrow(run_table(inputs["query"].ids, inputs["document"].ids, scores, indices))
+            runs[name][model.key] = run
             evaluation = evaluate_run(run, qrels, protocol.measures(), conventions, query_ids=inputs["query"].ids)
             per_query[name].append(evaluation.per_query.with_columns(
                 pl.lit(name).alias("dataset"), pl.lit(model.key).alias("model"), pl.lit("exact").alias("system")))
@@ -91,9 +94,14 @@ def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDatas
                               delta_metric=settings.delta_metric, n_resamples=protocol.comparison.n_resamples,
                               bootstrap_seed=protocol.comparison.seed)
     if core:
+        metric = protocol.comparison.report_metric
         for name, frames in per_query.items():
-            compare_models(pl.concat(frames), pl.read_parquet(frozen_by_dataset[name].path("queries")),
-                           config.comparison_settings(name))
+            frozen, settings, table = frozen_by_dataset[name], config.comparison_settings(name), pl.concat(frames)
+            queries = pl.read_parquet(frozen.path("queries"))
+            compare_models(table, queries, settings)
+            regressions(table, queries, pl.read_parquet(frozen.path("qrels")), runs[name], settings, metric,
+                        corpus=pl.read_parquet(frozen.path("corpus"), columns=["doc_id", "text"]))
+            query_deltas(table.filter(pl.col("metric") == metric), settings)
     return time.perf_counter() - start
 
 

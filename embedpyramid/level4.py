@@ -47,9 +47,8 @@ def serving_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
 def exact_arrays(run_path: Path, doc_ids: list[str], n_queries: int) -> tuple[np.ndarray, np.ndarray]:
     """The stored exact run as (scores, document indices) of shape (n_queries, depth), in rank order."""
     run = pl.read_parquet(run_path).sort("query_id", "rank")
-    position = {doc_id: index for index, doc_id in enumerate(doc_ids)}
     depth = run.height // n_queries
-    indices = np.fromiter((position[d] for d in run["doc_id"]), dtype=np.int64, count=run.height)
+    indices = run["doc_id"].replace_strict(doc_ids, range(len(doc_ids)), return_dtype=pl.Int64).to_numpy()
     return run["score"].to_numpy().reshape(n_queries, depth), indices.reshape(n_queries, depth)
 
 
@@ -98,6 +97,9 @@ def evaluate_serving(
         bootstrap_seed=comparison.seed, query_groups=groups,
     )
     directory = serving_dir(store, dataset, model.key) / spec.name
+    for point in points:
+        name = "top-k" if point.param is None else f"{point.param}-{point.value}"
+        write_parquet(point.run_table(query_ids, doc_ids), directory / "runs" / f"{name}.parquet")
     write_parquet(evaluation.per_query.to_arrow(), directory / "per_query.parquet")
     write_parquet(evaluation.summary.to_arrow(), directory / "summary.parquet")
     return ServingResult(evaluation, built, index_path, reused)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +14,12 @@ from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.encode import Encoder, load_encoder
 from embedpyramid.store import ArtifactStore
 from pipelines.partitions import split_key
+
+
+@lru_cache(maxsize=8)
+def _load_config(folder: Path, stamps: tuple[tuple[str, int], ...]) -> ProjectConfig:
+    """``stamps`` (each file's name and mtime) only key the cache: an edit reloads the folder."""
+    return load_config(folder)
 
 
 @dataclass(frozen=True)
@@ -32,13 +39,13 @@ class ProjectResource(dg.ConfigurableResource):
     configs_dir: str
     data_dir: str
 
-    _config: ProjectConfig | None = PrivateAttr(default=None)
-
     @property
     def config(self) -> ProjectConfig:
-        if self._config is None:
-            self._config = load_config(self.configs_dir)
-        return self._config
+        """The validated config folder, parsed once per process until one of its files changes
+        (Dagster initializes resources per step)."""
+        folder = Path(self.configs_dir).expanduser().resolve()
+        stamps = tuple(sorted((p.name, p.stat().st_mtime_ns) for p in folder.glob("*.yaml")))
+        return _load_config(folder, stamps)
 
     @property
     def store(self) -> ArtifactStore:

@@ -158,6 +158,8 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
     flat = serving.filter(pl.col("spec") == "flat").row(0, named=True)
     assert (flat["ann_recall"], flat["delta"], flat["delta_ci_low"], flat["delta_ci_high"]) == (1.0, 0.0, 0.0, 0.0)
     assert flat["ann_value"] == flat["exact_value"] == pytest.approx(means_of(board, minilm_key)["nDCG@10"])
+    runs = sorted(p.name for p in (tmp_path / "serving" / "chatterbot-en" / minilm_key / "hnsw32" / "runs").iterdir())
+    assert runs == [f"efSearch-{value}.parquet" for value in (128, 16, 256, 32, 64)]
     hnsw = serving.filter(pl.col("spec") == "hnsw32").sort("sweep_value")
     assert hnsw["sweep_value"].to_list() == [16, 32, 64, 128, 256]
     assert hnsw["ann_recall"].is_sorted() and hnsw["ann_recall"][-1] >= 0.99
