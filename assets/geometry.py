@@ -6,15 +6,14 @@ from embedpyramid.geometry import vector_norms
 from embedpyramid.level1 import (
     analyse_geometry,
     l1_dir,
-    metadata_tables,
     norm_histogram,
     price_normalization,
+    price_table,
     read_raw_vectors,
-    svg_markdown,
     write_geometry,
     write_price,
 )
-from embedpyramid.reports import markdown_table
+from embedpyramid.reports import markdown_table, svg_markdown
 from pipelines.partitions import L1, group_fingerprint, model_dataset_partitions
 from resources import ProjectResource
 
@@ -69,14 +68,12 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
     part = project.partition(context)
     config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
     price = price_normalization(config, dataset, read_raw_vectors(part.store, model, frozen), frozen)
-    directory = l1_dir(part.store, dataset, model.key)
-    path = write_price(price, directory)
+    path = write_price(price, l1_dir(part.store, dataset, model.key))
     worst = max(price.euclidean_check.values(), default=0.0)
-    tables = metadata_tables(directory)
     return dg.MaterializeResult(
         metadata={
-            "price_table": dg.MetadataValue.md(tables["price_table"]),
-            "behaviour": dg.MetadataValue.md(tables["behaviour"]),
+            "price_table": dg.MetadataValue.md(markdown_table(price_table(price.price))),
+            "behaviour": dg.MetadataValue.md(markdown_table(price.behaviour)),
             "settings": dg.MetadataValue.json(price.settings),
             "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, frozen.version, L1)),
             "path": dg.MetadataValue.path(str(path)),

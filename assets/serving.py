@@ -4,10 +4,9 @@ import dagster as dg
 
 from embedpyramid.ann import IndexSpec
 from embedpyramid.hashing import sha256_json
-from embedpyramid.level1 import svg_markdown
 from embedpyramid.level4 import FRONTIER_COLUMNS, evaluate_serving
 from embedpyramid.level4 import serving_frontier as compute_frontier
-from embedpyramid.reports import markdown_table
+from embedpyramid.reports import markdown_table, svg_markdown
 from pipelines.partitions import (
     L4_FRONTIER,
     ann_asset_name,

@@ -2,8 +2,7 @@
 
 import dagster as dg
 
-from embedpyramid.level1 import svg_markdown
-from embedpyramid.reports import forest_plot_svg, key_table_markdown, markdown_table
+from embedpyramid.reports import forest_plot_svg, key_table_markdown, markdown_table, svg_markdown
 from embedpyramid.results import build_results_db, read_leaderboard
 from embedpyramid.summary import (
     build_report,

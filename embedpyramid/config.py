@@ -271,9 +271,12 @@ def _resolve(base: Path, path: str) -> Path:
     return candidate if candidate.is_absolute() else (base / candidate).resolve()
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(
+    path: Path, missing_hint: str = "a config folder needs models.yaml, datasets.yaml and protocol.yaml"
+) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping (an empty file is an empty mapping)."""
     if not path.is_file():
-        raise ConfigError(f"{path}: file not found; a config folder needs models.yaml, datasets.yaml and protocol.yaml")
+        raise ConfigError(f"{path}: file not found; {missing_hint}")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:

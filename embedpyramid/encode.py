@@ -345,11 +345,12 @@ def embed_table(
     stripped = loaded.without_normalize_layer()
     backend = stripped if raw else loaded
     vectors, seconds, token_counts = encode_texts(backend, model, inputs.texts, kind, progress, normalize=False)
-    tables = {raw: vectors}
-    if stripped is loaded:  # nothing to strip: the raw and the card's vectors share this pass
-        tables[not raw] = vectors
-    if False in tables and model.card.normalize:
-        tables[False] = postprocess(tables[False], None, True, model.name)
+    shared_pass = stripped is loaded  # nothing to strip: the raw and the card's vectors share this pass
+    tables: dict[bool, np.ndarray] = {}  # is_raw -> vectors
+    if raw or shared_pass:
+        tables[True] = vectors
+    if not raw or shared_pass:
+        tables[False] = postprocess(vectors, None, model.card.normalize, model.name)
     tokens = None if token_counts is None else int(token_counts.sum())
     written = {}
     for is_raw, table in tables.items():

@@ -7,7 +7,6 @@ normalized by the card): they carry the norms that a shipped Normalize layer hid
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from embedpyramid.data import FrozenDataset, document_texts
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry import GeometryReport, geometry_report, vector_norms
 from embedpyramid.normalization import BASELINE, NormalizationPrice, normalization_price
-from embedpyramid.reports import Figure, ReportSection, histogram_svg, markdown_table
+from embedpyramid.reports import Figure, ReportSection, histogram_svg
 from embedpyramid.store import ArtifactStore, read_json, write_json, write_parquet
 
 PRICE_METRICS = ("nDCG@10", "Recall@10", "MRR@10")
@@ -110,11 +109,6 @@ def norm_histogram(document_norms: np.ndarray, query_norms: np.ndarray, title: s
     return histogram_svg({"documents": document_norms, "queries": query_norms}, title=title, xlabel="L2 norm (raw)")
 
 
-def svg_markdown(svg: str, alt: str) -> str:
-    """An SVG as a Markdown image with a data URI (Dagster's metadata viewer shows it)."""
-    return f"![{alt}](data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()})"
-
-
 def report_section(directory: Path, model_key: str, dataset: str) -> ReportSection:
     """The L1 section of one (model, dataset) for the report, from its stored outputs."""
     geometry = read_json(directory / "geometry.json")
@@ -162,11 +156,3 @@ def report_section(directory: Path, model_key: str, dataset: str) -> ReportSecti
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
-
-
-def metadata_tables(directory: Path) -> dict[str, str]:
-    """Markdown of the price and behaviour tables, for the UI."""
-    return {
-        "price_table": markdown_table(price_table(pl.read_parquet(directory / "price.parquet"))),
-        "behaviour": markdown_table(pl.read_parquet(directory / "behaviour.parquet")),
-    }

@@ -84,11 +84,10 @@ def evaluate_serving(
                           latency_queries=settings.latency_queries, seed=spec.seed, threads=settings.threads,
                           repeats=settings.timing_repeats, documents=documents)
     exact_scores, exact_indices = exact_arrays(store.run_dir(dataset, model.key) / "exact.parquet", doc_ids, len(query_ids))
-    spec_settings = config.comparison_settings(dataset)
-    groups = None
-    if spec_settings.group_column is not None:
-        queries_table = pl.read_parquet(frozen.path("queries"))
-        groups = dict(zip(queries_table["query_id"], queries_table[spec_settings.group_column], strict=True))
+    group_column, groups = config.dataset(dataset).group_column, None
+    if group_column is not None:
+        queries_table = pl.read_parquet(frozen.path("queries"), columns=["query_id", group_column])
+        groups = dict(zip(queries_table["query_id"], queries_table[group_column], strict=True))
     evaluation = evaluate_spec(
         built, points, exact_scores=exact_scores, exact_indices=exact_indices, queries=queries, documents=documents,
         query_ids=query_ids, doc_ids=doc_ids, qrels=pl.read_parquet(frozen.path("qrels")),

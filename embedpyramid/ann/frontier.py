@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape
 
 import polars as pl
 
-from embedpyramid.reports.svg import SVG_NAMESPACE
+from embedpyramid.reports.svg import svg_document, svg_text
 
 RECALL_TOLERANCE = 1e-9
 """A mean recall within this of a target meets it (means of k-ths are not exact in binary)."""
@@ -75,15 +75,14 @@ def frontier_svg(summary: pl.DataFrame, *, title: str = "ANN recall vs QPS") -> 
 
     parts = [
         f'<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#bbb"/>',
-        f'<text x="{left + width / 2}" y="{top + height + 36}" text-anchor="middle" font-size="12">ANN recall@k</text>',
-        f'<text x="16" y="{top + height / 2}" font-size="12" transform="rotate(-90 16 {top + height / 2})" '
-        'text-anchor="middle">queries per second</text>',
-        f'<text x="{left}" y="24" font-size="14" font-weight="bold">{escape(title)}</text>',
+        svg_text(left + width / 2, top + height + 36, "ANN recall@k", anchor="middle"),
+        svg_text(16, top + height / 2, "queries per second", anchor="middle", rotate=True),
+        svg_text(left, 24, title, size=14, weight="bold"),
     ]
     for exponent in range(y_lo, y_hi + 1):
-        parts.append(f'<text x="{left - 6}" y="{y(10.0**exponent) + 4:.1f}" font-size="11" text-anchor="end">1e{exponent}</text>')
+        parts.append(svg_text(left - 6, y(10.0**exponent) + 4, f"1e{exponent}", size=11, anchor="end"))
     for tick in (x_lo, (x_lo + 1.0) / 2, 1.0):
-        parts.append(f'<text x="{x(tick):.1f}" y="{top + height + 16}" font-size="11" text-anchor="middle">{tick:.2f}</text>')
+        parts.append(svg_text(x(tick), top + height + 16, f"{tick:.2f}", size=11, anchor="middle"))
     path = " ".join(f"{x(r):.1f},{y(q):.1f}" for r, q in front.select("ann_recall", "qps").iter_rows())
     parts.append(f'<polyline points="{path}" fill="none" stroke="#2166ac" stroke-width="2"/>')
     for row in points.iter_rows(named=True):
@@ -93,10 +92,4 @@ def frontier_svg(summary: pl.DataFrame, *, title: str = "ANN recall vs QPS") -> 
             f'<circle cx="{x(row["ann_recall"]):.1f}" cy="{y(row["qps"]):.1f}" r="4" fill="#777">'
             f"<title>{escape(label)}</title></circle>"
         )
-    size = (left + width + 20, top + height + 50)
-    body = "\n".join(parts)
-    return (
-        f'<svg xmlns="{SVG_NAMESPACE}" width="{size[0]}" height="{size[1]}" viewBox="0 0 {size[0]} {size[1]}" '
-        f'role="img" font-family="sans-serif">\n<title>{escape(title)}</title>\n'
-        f'<rect width="100%" height="100%" fill="white"/>\n{body}\n</svg>\n'
-    )
+    return svg_document(left + width + 20, top + height + 50, title, parts)

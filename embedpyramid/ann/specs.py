@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import faiss
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from embedpyramid.config import SAFE_NAME, SAFE_NAME_HELP, ConfigError, _format_validation, _Strict
+from embedpyramid.config import SAFE_NAME, SAFE_NAME_HELP, ConfigError, _format_validation, _read_yaml, _Strict
 from embedpyramid.hashing import sha256_json
 from embedpyramid.metrics import Measure, parse_measure
 
@@ -163,13 +162,8 @@ class AnnConfig(_Strict):
 def load_ann_config(path: str | Path) -> AnnConfig:
     """Read and validate ``ann.yaml``; a ConfigError names the file, the key and what is allowed."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from error
-    if not isinstance(data, dict) or set(data) - {"settings", "indexes"}:
+    data = _read_yaml(path, "ann.yaml holds the L4 settings and index specs")
+    if set(data) - {"settings", "indexes"}:
         raise ConfigError(f"{path}: the top level must be a mapping with keys 'settings' and 'indexes'")
     try:
         settings = AnnSettings.model_validate(data.get("settings") or {})

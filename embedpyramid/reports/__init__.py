@@ -11,7 +11,7 @@ from embedpyramid.reports.report import (
     report_figures,
     write_report,
 )
-from embedpyramid.reports.svg import delta_histogram_svg, forest_plot_svg, histogram_svg
+from embedpyramid.reports.svg import delta_histogram_svg, forest_plot_svg, histogram_svg, svg_markdown
 from embedpyramid.reports.tables import (
     comparison_summary,
     html_table,
@@ -36,5 +36,6 @@ __all__ = [
     "render_markdown",
     "report_figures",
     "slice_summary",
+    "svg_markdown",
     "write_report",
 ]

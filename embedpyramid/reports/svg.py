@@ -1,4 +1,5 @@
-"""Hand-written SVG plots of the report: a forest plot, a delta histogram, a value histogram.
+"""Hand-written SVG plots of the report: a forest plot, a delta histogram, a value histogram,
+and the building blocks other plots share (a standalone document, a text element).
 
 Each function returns a standalone SVG document (with its ``xmlns``), usable as a file or as
 metadata; the HTML report inlines the same markup. Hover text comes from ``<title>`` elements,
@@ -7,6 +8,7 @@ so no script is needed.
 
 from __future__ import annotations
 
+import base64
 import math
 from xml.sax.saxutils import escape, quoteattr
 
@@ -56,7 +58,7 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
         pair_keys, as_dict=True, maintain_order=True
     ).items():
         heading = f"{dataset} · {system}: {model_b} − {model_a}"
-        lines.append(_text(8, y + 14, heading, weight="bold"))
+        lines.append(svg_text(8, y + 14, heading, weight="bold"))
         y += row_height
         for row in block.iter_rows(named=True):
             center = y + row_height / 2
@@ -72,13 +74,13 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
             tooltip = f"{heading} | {label} | Δ {summary} | p (Holm) {row['p_holm']:.4g}"
             lines.append(
                 f"<g><title>{escape(tooltip)}</title>"
-                + _text(16, center + 4, clip_text(label, 44), color=_MUTED if small else None)
+                + svg_text(16, center + 4, clip_text(label, 44), color=_MUTED if small else None)
                 + f'<line x1="{x(row["ci_low"]):.2f}" x2="{x(row["ci_high"]):.2f}" '
                 f'y1="{center:.1f}" y2="{center:.1f}" stroke="{color}" stroke-width="2"/>'
                 + f'<rect x="{x(row["mean_delta"]) - 4:.2f}" y="{center - 4:.1f}" width="8" '
                 f'height="8" fill="{"white" if small else color}" stroke="{color}" '
                 'stroke-width="1.5"/>'
-                + _text(plot_left + plot_width + 12, center + 4, summary, size=11)
+                + svg_text(plot_left + plot_width + 12, center + 4, summary, size=11)
                 + "</g>"
             )
             y += row_height
@@ -95,10 +97,10 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
         axis.append(
             f'<line x1="{x(tick):.2f}" x2="{x(tick):.2f}" y1="{axis_bottom:.1f}" '
             f'y2="{axis_bottom + 5:.1f}" stroke="#333"/>'
-            + _text(x(tick), axis_bottom + 18, text, size=11, anchor="middle")
+            + svg_text(x(tick), axis_bottom + 18, text, size=11, anchor="middle")
         )
     axis.append(
-        _text(
+        svg_text(
             plot_left + plot_width / 2,
             axis_bottom + 36,
             f"Δ {metric} (B − A), mean and {confidence_label(rows)} bootstrap interval",
@@ -107,8 +109,8 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
         )
     )
     title = f"Slice deltas on {metric}"
-    header = _text(8, 22, title, size=15, weight="bold")
-    return _document(width, axis_bottom + 48, title, [header, *axis, *lines])
+    header = svg_text(8, 22, title, size=15, weight="bold")
+    return svg_document(width, axis_bottom + 48, title, [header, *axis, *lines])
 
 
 def delta_histogram_svg(deltas: ArrayLike, *, title: str = "", bins: int = 41) -> str:
@@ -154,14 +156,14 @@ def delta_histogram_svg(deltas: ArrayLike, *, title: str = "", bins: int = 41) -
         f'<line x1="{left}" x2="{left}" y1="{top}" y2="{base}" stroke="#333"/>',
         f'<line x1="{x(0.0):.2f}" x2="{x(0.0):.2f}" y1="{top}" y2="{base}" stroke="#999" '
         'stroke-dasharray="4 3"/>',
-        _text(left - 6, top + 4, str(peak), size=11, anchor="end"),
-        _text(left - 6, base + 4, "0", size=11, anchor="end"),
-        _text(14, top + plot_height / 2, "queries", size=11, anchor="middle", rotate=True),
+        svg_text(left - 6, top + 4, str(peak), size=11, anchor="end"),
+        svg_text(left - 6, base + 4, "0", size=11, anchor="end"),
+        svg_text(14, top + plot_height / 2, "queries", size=11, anchor="middle", rotate=True),
     ]
     for tick, text in _ticks(-extent, extent):
         axis.append(
             f'<line x1="{x(tick):.2f}" x2="{x(tick):.2f}" y1="{base}" y2="{base + 5}" '
-            'stroke="#333"/>' + _text(x(tick), base + 18, text, size=11, anchor="middle")
+            'stroke="#333"/>' + svg_text(x(tick), base + 18, text, size=11, anchor="middle")
         )
     n = values.size
     subtitle = (
@@ -170,10 +172,10 @@ def delta_histogram_svg(deltas: ArrayLike, *, title: str = "", bins: int = 41) -
     )
     heading = title or "Per-query deltas"
     texts = [
-        _text(8, 20, heading, size=14, weight="bold"),
-        _text(8, 40, subtitle, size=12, color=_UNCLEAR),
+        svg_text(8, 20, heading, size=14, weight="bold"),
+        svg_text(8, 40, subtitle, size=12, color=_UNCLEAR),
     ]
-    return _document(width, height, heading, [*texts, *bars, *axis])
+    return svg_document(width, height, heading, [*texts, *bars, *axis])
 
 
 _SERIES_COLORS = ("#2166ac", "#d6604d", "#4d9221", "#762a83")
@@ -208,14 +210,14 @@ def histogram_svg(series: dict[str, ArrayLike], *, title: str, xlabel: str, bins
     def y(count: float) -> float:
         return base - count / peak * plot_height
 
-    parts = [_text(8, 20, title, size=14, weight="bold")]
+    parts = [svg_text(8, 20, title, size=14, weight="bold")]
     for index, (name, color) in enumerate(zip(arrays, _SERIES_COLORS, strict=False)):
         values, dropped = finite[name], arrays[name].size - finite[name].size
         legend = f"{name}: n={values.size}" + (f", {dropped} not finite" if dropped else "")
         if values.size:
             legend += f", mean {values.mean():.4g}, sd {values.std():.4g}"
         parts.append(f'<rect x="8" y="{32 + 16 * index}" width="10" height="10" fill="{color}"/>')
-        parts.append(_text(24, 41 + 16 * index, legend, size=12))
+        parts.append(svg_text(24, 41 + 16 * index, legend, size=12))
         for count, start, stop in zip(counts[name], edges[:-1], edges[1:], strict=True):
             if count:
                 parts.append(
@@ -226,19 +228,25 @@ def histogram_svg(series: dict[str, ArrayLike], *, title: str, xlabel: str, bins
     parts += [
         f'<line x1="{left}" x2="{left + plot_width}" y1="{base}" y2="{base}" stroke="#333"/>',
         f'<line x1="{left}" x2="{left}" y1="{top}" y2="{base}" stroke="#333"/>',
-        _text(left - 6, top + 4, str(peak), size=11, anchor="end"),
-        _text(left - 6, base + 4, "0", size=11, anchor="end"),
-        _text(left + plot_width / 2, height - 8, xlabel, size=12, anchor="middle"),
+        svg_text(left - 6, top + 4, str(peak), size=11, anchor="end"),
+        svg_text(left - 6, base + 4, "0", size=11, anchor="end"),
+        svg_text(left + plot_width / 2, height - 8, xlabel, size=12, anchor="middle"),
     ]
     for tick, text in _ticks(lo, hi, signed=False):
         parts.append(
             f'<line x1="{x(tick):.2f}" x2="{x(tick):.2f}" y1="{base}" y2="{base + 5}" stroke="#333"/>'
-            + _text(x(tick), base + 18, text, size=11, anchor="middle")
+            + svg_text(x(tick), base + 18, text, size=11, anchor="middle")
         )
-    return _document(width, height, title, parts)
+    return svg_document(width, height, title, parts)
 
 
-def _document(width: float, height: float, title: str, parts: list[str]) -> str:
+def svg_markdown(svg: str, alt: str) -> str:
+    """An SVG as a Markdown image with a data URI (Dagster's metadata viewer shows it)."""
+    return f"![{alt}](data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()})"
+
+
+def svg_document(width: float, height: float, title: str, parts: list[str]) -> str:
+    """A standalone SVG (with its ``xmlns``) on a white background, titled for hover and alt text."""
     body = "\n".join(parts)
     return (
         f'<svg xmlns="{SVG_NAMESPACE}" width="{width:.0f}" height="{height:.0f}" '
@@ -248,7 +256,7 @@ def _document(width: float, height: float, title: str, parts: list[str]) -> str:
     )
 
 
-def _text(
+def svg_text(
     x: float,
     y: float,
     text: str,
@@ -259,6 +267,7 @@ def _text(
     color: str | None = None,
     rotate: bool = False,
 ) -> str:
+    """A ``<text>`` element, escaped; ``rotate`` turns it to read bottom-up (a y-axis label)."""
     attributes = f'x="{x:.2f}" y="{y:.2f}" font-size="{size}" text-anchor="{anchor}"'
     if weight:
         attributes += f' font-weight="{weight}"'
