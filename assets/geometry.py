@@ -2,8 +2,8 @@
 
 import dagster as dg
 
-from embedpyramid.geometry import vector_norms
-from embedpyramid.level1 import (
+from embedpyramid.geometry.norms import vector_norms
+from embedpyramid.geometry.level import (
     analyse_geometry,
     l1_dir,
     norm_histogram,

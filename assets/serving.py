@@ -2,10 +2,10 @@
 
 import dagster as dg
 
-from embedpyramid.ann import IndexSpec
+from embedpyramid.serving import IndexSpec
 from embedpyramid.hashing import sha256_json
-from embedpyramid.level4 import FRONTIER_COLUMNS, evaluate_serving
-from embedpyramid.level4 import serving_frontier as compute_frontier
+from embedpyramid.serving.level import FRONTIER_COLUMNS, evaluate_serving
+from embedpyramid.serving.level import serving_frontier as compute_frontier
 from embedpyramid.reports import markdown_table, svg_markdown
 from pipelines.partitions import (
     L4_FRONTIER,

@@ -3,8 +3,8 @@
 import dagster as dg
 
 from embedpyramid.reports import forest_plot_svg, key_table_markdown, markdown_table, svg_markdown
-from embedpyramid.results import build_results_db, read_leaderboard
-from embedpyramid.summary import (
+from embedpyramid.reports.results import build_results_db, read_leaderboard
+from embedpyramid.reports.summary import (
     build_report,
     compare_evaluated,
     evaluated_partitions,

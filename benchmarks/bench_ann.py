@@ -4,7 +4,7 @@ Default workload: 100,000 unit vectors of dimension 384 shaped like sentence emb
 :func:`synthetic_corpus`), 1,000 queries, every spec of ``configs/ann.yaml`` built and searched
 at every sweep point with the config's k and batch size. Measured in the same run:
 
-* per sweep point of a FAISS spec, the pipeline (:func:`embedpyramid.ann.search_sweep`: score
+* per sweep point of a FAISS spec, the pipeline (:func:`embedpyramid.serving.search_sweep`: score
   conversion, project ordering, timing loop) against bare ``index.search`` over the same
   batches with the same parameter and threads, timed right before and right after the
   pipeline (the fastest of ``--repeats`` passes on each side counts); target: the pipeline adds
@@ -15,7 +15,7 @@ at every sweep point with the config's k and batch size. Measured in the same ru
   the bare results;
 * binary and int8 specs have no bare FAISS twin (rescoring and int8 search are the pipeline's
   own); the Hamming stage of binary is printed for context;
-* exact top-k throughput: the blocked torch search (:func:`embedpyramid.search.exact_topk`)
+* exact top-k throughput: the blocked torch search (:func:`embedpyramid.retrieval.search.exact_topk`)
   against ``faiss.IndexFlatIP``, all queries in one call each; target >= 0.8x.
 
 Threads default to the config's (1): with more, torch's and FAISS's OpenMP runtimes compete
@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from faiss.contrib.evaluation import knn_intersection_measure  # noqa: E402
 
-from embedpyramid.ann import (  # noqa: E402
+from embedpyramid.serving import (  # noqa: E402
     BuiltIndex,
     IndexSpec,
     Sweep,
@@ -59,9 +59,9 @@ from embedpyramid.ann import (  # noqa: E402
     search_sweep,
     thread_limit,
 )
-from embedpyramid.ann.index import indexed_vectors  # noqa: E402
-from embedpyramid.ann.vectors import binarize  # noqa: E402
-from embedpyramid.search import exact_topk  # noqa: E402
+from embedpyramid.serving.index import indexed_vectors  # noqa: E402
+from embedpyramid.serving.vectors import binarize  # noqa: E402
+from embedpyramid.retrieval.search import exact_topk  # noqa: E402
 
 OVERHEAD_TARGET = 0.05
 EXACT_RATIO_TARGET = 0.8

@@ -17,7 +17,7 @@ from pathlib import Path
 from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
 from embedpyramid.encode import EncodeError
-from embedpyramid.results import format_leaderboard, read_leaderboard
+from embedpyramid.reports.results import format_leaderboard, read_leaderboard
 
 
 def project_root() -> Path:

@@ -10,8 +10,8 @@ import dagster as dg
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import open_frozen
 from embedpyramid.hashing import sha256_json
-from embedpyramid.level1 import l1_dir
-from embedpyramid.level4 import serving_dir
+from embedpyramid.geometry.level import l1_dir
+from embedpyramid.serving.level import serving_dir
 from embedpyramid.store import ArtifactStore
 
 MODELS = "models"

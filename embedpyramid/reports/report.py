@@ -48,9 +48,9 @@ class ComparisonReport:
     """Everything one comparison report shows.
 
     ``leaderboard``: dataset, model, system, metric, mean, n. ``comparisons``: the table of
-    :func:`embedpyramid.compare.compare_models`. ``regressions``: the table of
-    :func:`embedpyramid.compare.regressions` for ``metric``. ``deltas``: the table of
-    :func:`embedpyramid.compare.query_deltas` (per-query deltas, for the distributions).
+    :func:`embedpyramid.stats.compare.compare_models`. ``regressions``: the table of
+    :func:`embedpyramid.stats.compare.regressions` for ``metric``. ``deltas``: the table of
+    :func:`embedpyramid.stats.compare.query_deltas` (per-query deltas, for the distributions).
     ``metric`` is the headline metric of the slice table, the plots and the regression list;
     ``metrics`` limits the leaderboard and comparison table columns (None: every metric).
     """

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from embedpyramid.compare import ALL_QUERIES
+from embedpyramid.stats.compare import ALL_QUERIES
 
 
 def format_cell(value: object, *, float_digits: int = 4) -> str:

@@ -14,7 +14,7 @@ from embedpyramid.cli import main
 from embedpyramid.config import load_config
 from embedpyramid.data import open_frozen
 from embedpyramid.encode import cached_embedding_path, read_embeddings
-from embedpyramid.metrics import parse_measure
+from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
 from pipelines.definitions import defs, model_cards_sensor
 from pipelines.partitions import DATASETS, MODELS, ann_asset_name, model_dataset_key
@@ -270,7 +270,7 @@ def test_bad_dataset_fails_alone_and_names_the_line(write_configs, small_chatter
     before = (tmp_path / "data" / "results.duckdb").read_bytes()
     report = run_pipeline(folder, tmp_path / "data", instance=instance)
     assert len(report.failures) == 1
-    assert re.fullmatch(r"frozen_dataset\[bad\]: embedpyramid\.data\.DataError: .*test\.tsv:2: document id 'd2' is not in corpus\.jsonl; "
+    assert re.fullmatch(r"frozen_dataset\[bad\]: embedpyramid\.data\.frozen\.DataError: .*test\.tsv:2: document id 'd2' is not in corpus\.jsonl; "
                         r"fix the id or add the document", report.failures[0])
     assert len(report.skipped) == 1 and report.materialized == [] and not report.summary_built
     assert (tmp_path / "data" / "results.duckdb").read_bytes() == before

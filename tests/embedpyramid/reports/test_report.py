@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from embedpyramid.compare import ComparisonSettings, compare_models, query_deltas, regressions
+from embedpyramid.stats.compare import ComparisonSettings, compare_models, query_deltas, regressions
 from embedpyramid.reports import (
     ComparisonReport,
     Figure,

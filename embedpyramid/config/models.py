@@ -1,0 +1,165 @@
+"""Model eval cards (``models.yaml``): everything that changes a vector is part of the card's hash."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata as importlib_metadata
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from embedpyramid.config.base import ConfigError, Strict, format_validation, named_section, read_yaml, resolve_path
+from embedpyramid.hashing import sha256_json
+
+
+class PackageSource(Strict):
+    """A model directory shipped inside an installed Python package (located, not imported)."""
+
+    package: str
+    path: str = "."
+
+
+class PathSource(Strict):
+    """A model directory on disk; relative paths resolve against the config folder."""
+
+    path: str
+
+
+class HubSource(Strict):
+    """A hub model id pinned to a revision; loads only from the local cache (offline)."""
+
+    hub: str
+    revision: str
+
+
+class RunSettings(Strict):
+    """Settings that do not change a vector: recorded with each run, never hashed."""
+
+    batch_size: int = Field(64, ge=1)
+    device: str = "cpu"
+    threads: int | None = Field(None, ge=1)
+
+
+class ModelCard(Strict):
+    """One model eval card: everything that changes a vector is part of its hash."""
+
+    backend: Literal["sentence-transformers", "model2vec", "entry-point"]
+    source: PackageSource | PathSource | HubSource | None = None
+    entry_point: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    query_prompt: str = ""
+    document_prompt: str = ""
+    pooling: Literal["backend", "mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"] = "backend"
+    normalize: bool = True
+    dimension: int | None = Field(None, ge=1)
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    max_tokens: int | None = Field(None, ge=1)
+    truncation_side: Literal["right", "left"] = "right"
+    run: RunSettings = Field(default_factory=RunSettings)
+
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_point_shape(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[\w.]+:[\w.]+", value):
+            raise ValueError(f"entry_point {value!r} must look like 'module:callable'")
+        return value
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> ModelCard:
+        if self.backend == "entry-point":
+            if self.entry_point is None:
+                raise ValueError("backend 'entry-point' needs entry_point: 'module:callable'")
+            if self.source is not None:
+                raise ValueError("backend 'entry-point' takes entry_point and options, not source")
+            if self.pooling not in ("backend",) or self.dtype != "float32" or self.max_tokens:
+                raise ValueError(
+                    "backend 'entry-point' fixes its own pooling, dtype and max tokens: "
+                    "leave pooling='backend', dtype='float32' and max_tokens unset"
+                )
+        else:
+            if self.source is None:
+                raise ValueError(f"backend {self.backend!r} needs a source: package, path or hub")
+            if self.entry_point is not None:
+                raise ValueError(f"entry_point is only for backend 'entry-point', not {self.backend!r}")
+        if self.backend == "model2vec" and (self.pooling != "backend" or self.dtype != "float32"):
+            raise ValueError("backend 'model2vec' is a static model: leave pooling='backend' and dtype='float32'")
+        return self
+
+
+_VECTOR_FIELDS = (
+    "backend", "entry_point", "options", "query_prompt", "document_prompt", "pooling",
+    "normalize", "dimension", "dtype", "max_tokens", "truncation_side",
+)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A validated card with its name, resolved source and content hash."""
+
+    name: str
+    card: ModelCard
+    source_path: Path | None
+    source_identity: dict[str, Any]
+    card_hash: str
+
+    @property
+    def key(self) -> str:
+        """The filesystem-safe partition key, e.g. ``minilm-l6@3f2a1c9``."""
+        return f"{self.name}@{self.card_hash[:7]}"
+
+    def hashed_fields(self) -> dict[str, Any]:
+        fields = {name: getattr(self.card, name) for name in _VECTOR_FIELDS}
+        fields["source"] = self.source_identity
+        return fields
+
+
+def resolve_source(directory: Path, name: str, card: ModelCard) -> tuple[Path | None, dict[str, Any]]:
+    """Locate a card's model files without importing the package; return (path, identity)."""
+    where = f"{directory / 'models.yaml'}: models.{name}.source"
+    source = card.source
+    if source is None:
+        module = card.entry_point.split(":")[0] if card.entry_point else ""
+        return None, {"entry_point": card.entry_point, "version": _distribution_version(module)}
+    if isinstance(source, PackageSource):
+        spec = find_spec(source.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigError(
+                f"{where}: package {source.package!r} is not installed; install it with pip "
+                "(for the defaults: pip install -e .)"
+            )
+        path = (Path(next(iter(spec.submodule_search_locations))) / source.path).resolve()
+        identity = {"package": source.package, "path": source.path, "version": _distribution_version(source.package)}
+    elif isinstance(source, PathSource):
+        path = resolve_path(directory, source.path)
+        identity = {"path": str(path)}
+    else:
+        return None, {"hub": source.hub, "revision": source.revision}
+    if not path.exists():
+        raise ConfigError(f"{where}: model path {path} does not exist; point it at a model directory")
+    return path, identity
+
+
+@cache
+def _distribution_version(module: str) -> str | None:
+    top = module.split(".")[0]
+    for distribution in importlib_metadata.packages_distributions().get(top, []):
+        return importlib_metadata.version(distribution)
+    return None
+
+
+def load_models(directory: Path) -> dict[str, ResolvedModel]:
+    path = directory / "models.yaml"
+    models: dict[str, ResolvedModel] = {}
+    for name, raw in named_section(path, read_yaml(path), "models").items():
+        try:
+            card = ModelCard.model_validate(raw)
+        except ValidationError as error:
+            raise format_validation(path, f"models.{name}", error) from None
+        source_path, identity = resolve_source(directory, name, card)
+        partial = ResolvedModel(name, card, source_path, identity, card_hash="")
+        models[name] = ResolvedModel(name, card, source_path, identity, sha256_json(partial.hashed_fields()))
+    return models

@@ -1,0 +1,82 @@
+"""A whole config folder, validated: cards, datasets, protocol and (optionally) the L4 specs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from embedpyramid.config.base import ConfigError, resolve_path
+from embedpyramid.config.datasets import AnyDataset, BeirDataset, load_datasets
+from embedpyramid.config.models import ResolvedModel, load_models
+from embedpyramid.config.protocol import Protocol, load_protocol
+from embedpyramid.stats.compare import ComparisonSettings
+
+if TYPE_CHECKING:
+    from embedpyramid.serving import AnnConfig
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    directory: Path
+    models: dict[str, ResolvedModel]
+    datasets: dict[str, AnyDataset]
+    protocol: Protocol
+    ann: AnnConfig | None = None
+
+    @property
+    def baseline(self) -> ResolvedModel:
+        """The card every other model is compared with: ``comparison.baseline``, else the first card."""
+        return self.models[self.protocol.comparison.baseline or next(iter(self.models))]
+
+    def comparison_settings(self, dataset: str) -> ComparisonSettings:
+        """The paired-comparison settings for one dataset (its slices and resampling groups)."""
+        spec, comparison = self.dataset(dataset), self.protocol.comparison
+        return ComparisonSettings(
+            baseline=self.baseline.key, all_pairs=comparison.all_pairs, n_resamples=comparison.n_resamples,
+            n_permutations=comparison.n_permutations, seed=comparison.seed, confidence=comparison.confidence,
+            tie_epsilon=comparison.tie_epsilon, min_slice_n=comparison.min_slice_n, worst_n=comparison.worst_n,
+            group_column=spec.group_column, slice_columns=tuple(spec.slices),
+            length_buckets=tuple(comparison.length_buckets),
+        )
+
+    def model_by_key(self, key: str) -> ResolvedModel:
+        for model in self.models.values():
+            if model.key == key:
+                return model
+        known = ", ".join(m.key for m in self.models.values())
+        raise ConfigError(
+            f"model partition {key!r} is not a card in {self.directory / 'models.yaml'} "
+            f"(current cards: {known}); it was registered by an older card and is no longer evaluated"
+        )
+
+    def dataset(self, name: str) -> AnyDataset:
+        try:
+            return self.datasets[name]
+        except KeyError:
+            raise ConfigError(
+                f"dataset {name!r} is not in {self.directory / 'datasets.yaml'} "
+                f"(known: {', '.join(self.datasets)})"
+            ) from None
+
+    def beir_path(self, spec: BeirDataset) -> Path:
+        return resolve_path(self.directory, spec.path)
+
+
+def load_config(directory: str | Path) -> ProjectConfig:
+    """Load and validate a config folder; raise ConfigError naming the file and the key."""
+    folder = Path(directory).expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"config folder {folder} does not exist")
+    models, protocol = load_models(folder), load_protocol(folder)
+    baseline = protocol.comparison.baseline
+    if baseline is not None and baseline not in models:
+        raise ConfigError(
+            f"{folder / 'protocol.yaml'}: comparison.baseline {baseline!r} is not a card in models.yaml; "
+            f"allowed: {', '.join(models)}"
+        )
+    # embedpyramid.serving builds on the config package's validation helpers, hence the late import.
+    from embedpyramid.serving import load_ann_config
+
+    ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
+    return ProjectConfig(folder, models, load_datasets(folder), protocol, ann)

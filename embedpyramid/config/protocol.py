@@ -1,0 +1,76 @@
+"""The evaluation protocol (``protocol.yaml``): cutoffs, depth, metric conventions, search
+blocking and the paired comparisons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from embedpyramid.config.base import Strict, format_validation, read_yaml
+from embedpyramid.config.datasets import AnyDataset
+from embedpyramid.retrieval.metrics import Measure, MetricConventions, default_measures
+
+
+class SearchSettings(Strict):
+    doc_block_size: int = Field(16384, ge=1)
+    query_block_size: int = Field(1024, ge=1)
+
+
+class ComparisonConfig(Strict):
+    """Paired comparisons against a baseline card: resampling, tests, slices and the report."""
+
+    baseline: str | None = None
+    all_pairs: bool = False
+    n_resamples: int = Field(10_000, ge=1)
+    n_permutations: int = Field(100_000, ge=1)
+    seed: int = 42
+    confidence: float = Field(0.95, gt=0, lt=1)
+    tie_epsilon: float = Field(1e-9, ge=0)
+    min_slice_n: int = Field(20, ge=1)
+    worst_n: int = Field(10, ge=1)
+    length_buckets: list[int] = Field(default_factory=lambda: [4, 8, 16])
+    report_metric: str = "nDCG@10"
+
+
+class Protocol(Strict):
+    """The evaluation protocol: cutoffs, retrieval depth, metric conventions, search blocking,
+    and the paired comparisons."""
+
+    k_values: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 100])
+    depth: int = Field(100, ge=1)
+    gain: Literal["linear", "exponential"] = "linear"
+    relevance_threshold: int = Field(1, ge=1)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    comparison: ComparisonConfig = Field(default_factory=ComparisonConfig)
+
+    @model_validator(mode="after")
+    def _depth_covers_k(self) -> Protocol:
+        if not self.k_values or any(k < 1 for k in self.k_values):
+            raise ValueError("k_values must be a non-empty list of positive integers")
+        if self.depth < max(self.k_values):
+            raise ValueError(f"depth {self.depth} must be at least the largest k ({max(self.k_values)})")
+        allowed = [str(m) for m in self.measures()]
+        if self.comparison.report_metric not in allowed:
+            raise ValueError(f"comparison.report_metric {self.comparison.report_metric!r} is not measured; "
+                             f"allowed: {', '.join(allowed)}")
+        return self
+
+    def measures(self) -> list[Measure]:
+        return default_measures(sorted(set(self.k_values)))
+
+    def conventions(self, dataset: AnyDataset) -> MetricConventions:
+        return MetricConventions(
+            gain=self.gain,
+            relevance_threshold=self.relevance_threshold,
+            drop_self_hits=dataset.drop_self_hits,
+        )
+
+
+def load_protocol(directory: Path) -> Protocol:
+    path = directory / "protocol.yaml"
+    try:
+        return Protocol.model_validate(read_yaml(path))
+    except ValidationError as error:
+        raise format_validation(path, "", error) from None

@@ -1,0 +1,164 @@
+"""Frozen datasets: corpus, queries and qrels as normalized Parquet tables plus a manifest.
+
+A frozen dataset is three tables sorted by id plus a manifest holding the source, the counts
+and the sha256 of each normalized table. The dataset's data version is the hash of those
+hashes, so re-freezing identical data disturbs nothing downstream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from embedpyramid.hashing import sha256_json, sha256_table
+from embedpyramid.store import read_json, write_json, write_parquet
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file, the line or the id, and what to do."""
+
+
+CORPUS_SCHEMA = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+QRELS_SCHEMA = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("relevance", pa.int32())])
+TABLES = ("corpus", "queries", "qrels")
+
+
+@dataclass(frozen=True)
+class RawDataset:
+    """Loaded, validated tables before freezing; ``source`` describes where they came from."""
+
+    corpus: pa.Table
+    queries: pa.Table
+    qrels: pa.Table
+    source: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FrozenDataset:
+    """A frozen dataset on disk: its folder and manifest."""
+
+    directory: Path
+    manifest: dict[str, Any]
+
+    @property
+    def version(self) -> str:
+        return self.manifest["version"]
+
+    def table_sha(self, table: str) -> str:
+        return self.manifest["tables"][table]["sha256"]
+
+    def path(self, table: str) -> Path:
+        return self.directory / f"{table}.parquet"
+
+    def read(self, table: str) -> pa.Table:
+        return pq.read_table(self.path(table))
+
+
+@dataclass(frozen=True)
+class EncodingInputs:
+    """The ids and texts of one table to encode, and the hash that addresses its vectors."""
+
+    ids: list[str]
+    texts: list[str]
+    table_sha: str
+
+
+ENCODED_TABLE = {"query": "queries", "document": "corpus"}
+
+
+def encoding_inputs(frozen: FrozenDataset, kind: str) -> EncodingInputs:
+    """Queries are encoded by their text, documents by :func:`document_texts`."""
+    table_name = ENCODED_TABLE[kind]
+    table = frozen.read(table_name)
+    ids = table.column(0).to_pylist()
+    texts = document_texts(table) if kind == "document" else table.column("text").to_pylist()
+    return EncodingInputs(ids, texts, frozen.table_sha(table_name))
+
+
+def document_texts(corpus: pa.Table) -> list[str]:
+    """The text encoded for each document: ``title + " " + text`` (BEIR convention) or the text."""
+    titles = corpus.column("title").to_pylist()
+    texts = corpus.column("text").to_pylist()
+    return [f"{title} {text}" if title else text for title, text in zip(titles, texts, strict=True)]
+
+
+
+def select_query_columns(queries: pa.Table, slices: list[str], group_column: str | None, where: str) -> pa.Table:
+    """``query_id``, ``text`` and the configured slice and group columns; a missing one is an error
+    naming ``where`` (the file) and the fields that exist."""
+    wanted = [*slices, *([group_column] if group_column else [])]
+    missing = [column for column in wanted if column not in queries.column_names]
+    if missing:
+        raise DataError(
+            f"{where}: slice/group columns {missing} are not query fields; available: "
+            f"{', '.join(c for c in queries.column_names if c not in ('query_id', 'text'))}"
+        )
+    return queries.select(["query_id", "text", *dict.fromkeys(wanted)])
+
+
+def table_hashes(raw: RawDataset) -> dict[str, str]:
+    return {table: sha256_table(getattr(raw, table)) for table in TABLES}
+
+
+def dataset_version(hashes: dict[str, str]) -> str:
+    """The data version of a dataset: the hash of its normalized tables' hashes."""
+    return sha256_json(hashes)
+
+
+def freeze_dataset(name: str, raw: RawDataset, directory: Path) -> FrozenDataset:
+    """Write the three tables, then the manifest, each atomically; return the frozen dataset."""
+    tables = {"corpus": raw.corpus, "queries": raw.queries, "qrels": raw.qrels}
+    hashes = table_hashes(raw)
+    for table, content in tables.items():
+        write_parquet(content, directory / f"{table}.parquet")
+    manifest = {
+        "dataset": name,
+        "source": raw.source,
+        "counts": {
+            "documents": raw.corpus.num_rows,
+            "queries": raw.queries.num_rows,
+            "qrels": raw.qrels.num_rows,
+            "queries_with_positive": len({q for q, r in zip(raw.qrels["query_id"].to_pylist(), raw.qrels["relevance"].to_pylist()) if r > 0}),
+        },
+        "slice_columns": [c for c in raw.queries.column_names if c not in ("query_id", "text")],
+        "tables": {table: {"sha256": hashes[table], "rows": tables[table].num_rows, "file": f"{table}.parquet"} for table in TABLES},
+        "version": dataset_version(hashes),
+    }
+    write_json(manifest, directory / "manifest.json")
+    return FrozenDataset(directory, manifest)
+
+
+def open_frozen(directory: Path) -> FrozenDataset:
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.is_file():
+        raise DataError(f"{manifest_path}: no frozen dataset here; materialize the frozen_dataset asset first")
+    return FrozenDataset(directory, read_json(manifest_path))
+
+
+def verify_frozen(frozen: FrozenDataset) -> list[str]:
+    """Integrity problems of a frozen dataset on disk (empty when sound)."""
+    problems = []
+    tables = {}
+    for table in TABLES:
+        path = frozen.path(table)
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+            continue
+        tables[table] = pq.read_table(path)
+        if sha256_table(tables[table]) != frozen.table_sha(table):
+            problems.append(f"{path} does not match the sha256 in its manifest; re-freeze the dataset")
+    if len(tables) == len(TABLES):
+        doc_ids = set(tables["corpus"]["doc_id"].to_pylist())
+        query_ids = set(tables["queries"]["query_id"].to_pylist())
+        for query_id, doc_id in zip(tables["qrels"]["query_id"].to_pylist(), tables["qrels"]["doc_id"].to_pylist()):
+            if query_id not in query_ids:
+                problems.append(f"qrels name unknown query id {query_id!r}")
+            if doc_id not in doc_ids:
+                problems.append(f"qrels name unknown document id {doc_id!r}")
+            if len(problems) >= 20:
+                break
+    return problems

@@ -1,0 +1,127 @@
+"""Cross-model summaries: which partitions are evaluated, their paired comparisons, the report.
+
+The report holds the leaderboard, the comparisons and, per (model, dataset), the L1 section.
+
+Everything here is derived from the per-query metric tables of the current cards: the
+comparisons (every model against the baseline, per dataset, metric and slice), the worst
+regressions on the report metric, the per-query deltas behind the distributions, and the
+Markdown/HTML report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from embedpyramid.stats.compare import (
+    COMPARISON_SCHEMA,
+    DELTA_SCHEMA,
+    REGRESSION_SCHEMA,
+    compare_models,
+    query_deltas,
+    regressions,
+)
+from embedpyramid.config import ProjectConfig
+from embedpyramid.data import open_frozen
+from embedpyramid.geometry.level import l1_dir
+from embedpyramid.geometry.level import report_section as l1_section
+from embedpyramid.serving.level import report_section as l4_section
+from embedpyramid.serving.level import serving_dir
+from embedpyramid.reports import ComparisonReport, ReportFiles, write_report
+from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
+from embedpyramid.retrieval.level import read_metrics_manifest
+from embedpyramid.store import ArtifactStore, write_parquet
+
+EXACT = "exact"
+COMPARISON_TABLES = ("comparisons", "regressions", "deltas")
+
+
+def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[list[EvaluatedPartition], list[str]]:
+    """The (model, dataset) evaluations of the current cards that exist on disk, and the missing ones."""
+    found, missing = [], []
+    for dataset in config.datasets:
+        for model in config.models.values():
+            metrics_path = store.metrics_path(dataset, model.key, EXACT)
+            if not metrics_path.is_file():
+                missing.append(f"{model.key} × {dataset}")
+                continue
+            found.append(EvaluatedPartition(
+                dataset=dataset, model_key=model.key, model_name=model.name, card_hash=model.card_hash,
+                card=model.hashed_fields(), system=EXACT, metrics_path=metrics_path,
+                run_path=store.run_dir(dataset, model.key) / f"{EXACT}.parquet",
+                qrels_path=store.dataset_dir(dataset) / "qrels.parquet",
+                conventions=read_metrics_manifest(metrics_path)["conventions"],
+            ))
+    return found, missing
+
+
+@dataclass(frozen=True)
+class ComparisonTables:
+    """The comparisons table, the regression lists and the per-query deltas of one summary."""
+
+    comparisons: pl.DataFrame
+    regressions: pl.DataFrame
+    deltas: pl.DataFrame
+    skipped: list[str]
+
+    def write(self, directory: Path) -> dict[str, Path]:
+        return {name: write_parquet(getattr(self, name).to_arrow(), directory / f"{name}.parquet")
+                for name in COMPARISON_TABLES}
+
+
+def read_comparison_tables(directory: Path) -> ComparisonTables:
+    tables = {name: pl.read_parquet(directory / f"{name}.parquet") for name in COMPARISON_TABLES}
+    return ComparisonTables(**tables, skipped=[])
+
+
+def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: list[EvaluatedPartition]) -> ComparisonTables:
+    """Paired comparisons per dataset: every evaluated model against the baseline (all pairs
+    if configured); datasets where the baseline or every other model is missing are skipped
+    and listed."""
+    metric = config.protocol.comparison.report_metric
+    baseline = config.baseline.key
+    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in COMPARISON_TABLES}
+    skipped = []
+    for dataset in config.datasets:
+        evaluated = [p for p in partitions if p.dataset == dataset]
+        models = {p.model_key for p in evaluated}
+        if baseline not in models or len(models) < 2:
+            skipped.append(f"{dataset}: needs the baseline {baseline} and another evaluated model "
+                           f"(evaluated: {', '.join(sorted(models)) or 'none'})")
+            continue
+        settings = config.comparison_settings(dataset)
+        frozen = open_frozen(store.dataset_dir(dataset))
+        per_query = sort_metrics(pl.concat([pl.read_parquet(p.metrics_path) for p in evaluated]))
+        queries = pl.read_parquet(frozen.path("queries"))
+        parts["comparisons"].append(compare_models(per_query, queries, settings))
+        parts["regressions"].append(regressions(
+            per_query, queries, pl.read_parquet(frozen.path("qrels")),
+            {p.model_key: pl.read_parquet(p.run_path) for p in evaluated}, settings, metric,
+            corpus=pl.read_parquet(frozen.path("corpus"), columns=["doc_id", "text"]),
+        ))
+        parts["deltas"].append(query_deltas(per_query.filter(pl.col("metric") == metric), settings))
+    schemas = {"comparisons": COMPARISON_SCHEMA, "regressions": REGRESSION_SCHEMA, "deltas": DELTA_SCHEMA}
+    tables = {name: pl.concat(frames) if frames else pl.DataFrame(schema=schemas[name]) for name, frames in parts.items()}
+    return ComparisonTables(**tables, skipped=skipped)
+
+
+def build_report(
+    config: ProjectConfig, store: ArtifactStore, leaderboard: pl.DataFrame, tables: ComparisonTables
+) -> ReportFiles:
+    """Write report.md, report.html and the SVG figures under the store's report folder: the
+    comparisons, then the L1 and L4 sections of every evaluated (model, dataset)."""
+    sections = []
+    for dataset in config.datasets:
+        for model in config.models.values():
+            l1 = l1_dir(store, dataset, model.key)
+            if (l1 / "price.parquet").is_file() and (l1 / "geometry.json").is_file():
+                sections.append(l1_section(l1, model.key, dataset))
+            if (serving_dir(store, dataset, model.key) / "frontier.parquet").is_file():
+                sections.append(l4_section(store, dataset, model.key))
+    return write_report(store.report_dir, ComparisonReport(
+        leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
+        deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
+        title="Embedding model evaluation", sections=tuple(sections),
+    ))

@@ -1,0 +1,110 @@
+"""Pyramid L2, retrieval: exact search over cached embeddings, then per-query metrics.
+
+The per-query table is the project's long format — ``dataset, model, system, query_id,
+metric, value`` — with the metric conventions stored in the Parquet schema metadata, so the
+numbers never travel without them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from embedpyramid.config import SearchSettings
+from embedpyramid.data import FrozenDataset
+from embedpyramid.encode import read_embeddings
+from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
+from embedpyramid.retrieval.search import exact_topk, run_table
+from embedpyramid.store import write_parquet
+
+PER_QUERY_SCHEMA = {
+    "dataset": pl.String, "model": pl.String, "system": pl.String,
+    "query_id": pl.String, "metric": pl.String, "value": pl.Float64,
+}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    run: pa.Table
+    seconds: float
+    n_queries: int
+    n_documents: int
+
+    @property
+    def queries_per_second(self) -> float:
+        return self.n_queries / self.seconds if self.seconds > 0 else float("inf")
+
+
+def search_embeddings(
+    query_path: Path, document_path: Path, depth: int, settings: SearchSettings,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """Exact top-``depth`` of every query over every document, as a long-format run table."""
+    query_ids, queries = read_embeddings(query_path)
+    doc_ids, documents = read_embeddings(document_path)
+    start = time.perf_counter()
+    scores, indices = exact_topk(queries, documents, depth, doc_block_size=settings.doc_block_size,
+                                 query_block_size=settings.query_block_size, progress=progress)
+    seconds = time.perf_counter() - start
+    return SearchResult(run_table(query_ids, doc_ids, scores, indices), seconds, len(query_ids), len(doc_ids))
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """Per-query metrics of one run in the long format, with what they were computed under."""
+
+    per_query: pl.DataFrame
+    excluded_query_ids: list[str]
+    conventions: MetricConventions
+    measures: list[str]
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "conventions": self.conventions.as_dict(),
+            "measures": self.measures,
+            "evaluated_queries": self.per_query["query_id"].n_unique(),
+            "excluded_queries": len(self.excluded_query_ids),
+            "excluded_reason": "no qrel at or above the relevance threshold",
+        }
+
+    def means(self) -> pl.DataFrame:
+        return self.per_query.group_by("metric", maintain_order=True).agg(
+            pl.col("value").mean().alias("mean"), pl.len().alias("n")
+        )
+
+
+def score_run(
+    run_path: Path, frozen: FrozenDataset, measures: Sequence[Measure], conventions: MetricConventions,
+    *, dataset: str, model: str, system: str,
+) -> ScoredRun:
+    """Evaluate a stored run against the frozen qrels over every frozen query."""
+    evaluation = evaluate_run(
+        pl.read_parquet(run_path),
+        pl.read_parquet(frozen.path("qrels")),
+        measures,
+        conventions,
+        query_ids=pl.read_parquet(frozen.path("queries"), columns=["query_id"])["query_id"].to_list(),
+    )
+    per_query = evaluation.per_query.select(
+        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(system).alias("system"),
+        "query_id", "metric", "value",
+    ).cast(PER_QUERY_SCHEMA)
+    return ScoredRun(per_query, evaluation.excluded_query_ids, conventions, [str(m) for m in measures])
+
+
+def write_scored_run(scored: ScoredRun, target: Path) -> Path:
+    table = scored.per_query.to_arrow()
+    table = table.replace_schema_metadata({"embedpyramid": json.dumps(scored.manifest(), sort_keys=True)})
+    return write_parquet(table, target)
+
+
+def read_metrics_manifest(path: Path) -> dict[str, Any]:
+    return json.loads((pq.read_schema(path).metadata or {})[b"embedpyramid"])

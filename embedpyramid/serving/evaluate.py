@@ -1,0 +1,160 @@
+"""What one spec costs against exact search: ANN recall, relevance under ANN, the paired delta.
+
+Two things are reported apart. ANN recall@k compares the index's top-k with the exact top-k (a
+property of the index, defined for every query). The relevance metrics under ANN score the
+index's top-k against the qrels (a property of the whole system); their reference is the exact
+top-k cut to the same depth k and scored with the same measures, and the paired delta of
+``delta_metric`` (ANN − exact, per evaluated query) gets a paired bootstrap interval
+(:func:`embedpyramid.stats.paired_bootstrap`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from embedpyramid.serving.index import BuiltIndex
+from embedpyramid.serving.recall import ann_recall_at_k
+from embedpyramid.serving.sweep import SweepPoint
+from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
+from embedpyramid.retrieval.search import run_table
+from embedpyramid.stats import paired_bootstrap
+
+PER_QUERY_SCHEMA: dict[str, pl.DataType] = {
+    "spec": pl.String(), "sweep_param": pl.String(), "sweep_value": pl.Int64(),
+    "query_id": pl.String(), "metric": pl.String(), "value": pl.Float64(),
+}
+
+SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    "spec": pl.String(), "kind": pl.String(), "factory": pl.String(), "index_metric": pl.String(),
+    "dimension": pl.Int64(), "sweep_param": pl.String(), "sweep_value": pl.Int64(), "k": pl.Int64(),
+    "n_queries": pl.Int64(), "ann_recall": pl.Float64(), "delta_metric": pl.String(),
+    "n_evaluated": pl.Int64(), "ann_value": pl.Float64(), "exact_value": pl.Float64(),
+    "delta": pl.Float64(), "delta_ci_low": pl.Float64(), "delta_ci_high": pl.Float64(),
+    "confidence": pl.Float64(), "n_resamples": pl.Int64(), "bootstrap_seed": pl.Int64(),
+    "build_seconds": pl.Float64(), "index_bytes": pl.Int64(), "bytes_per_vector": pl.Float64(),
+    "n_vectors": pl.Int64(), "peak_rss_bytes": pl.Int64(), "qps": pl.Float64(), "batch_size": pl.Int64(),
+    "p50_ms": pl.Float64(), "p95_ms": pl.Float64(), "latency_queries": pl.Int64(), "seed": pl.Int64(),
+    "build_threads": pl.Int64(), "search_threads": pl.Int64(), "faiss_version": pl.String(),
+}
+
+
+def ann_recall_name(k: int) -> str:
+    return f"ANNRecall@{k}"
+
+
+@dataclass(frozen=True)
+class SpecEvaluation:
+    """``per_query``: the long table (PER_QUERY_SCHEMA) with ``ANNRecall@k`` for every query and
+    each measure for every evaluated query, per sweep point. ``summary``: one row per sweep
+    point (SUMMARY_SCHEMA). ``excluded_query_ids``: queries without a relevant qrel."""
+
+    per_query: pl.DataFrame
+    summary: pl.DataFrame
+    excluded_query_ids: list[str]
+
+
+def evaluate_spec(
+    built: BuiltIndex,
+    points: Sequence[SweepPoint],
+    *,
+    exact_scores: np.ndarray,
+    exact_indices: np.ndarray,
+    queries: np.ndarray,
+    documents: np.ndarray,
+    query_ids: Sequence[str],
+    doc_ids: Sequence[str],
+    qrels: pl.DataFrame,
+    measures: Sequence[Measure],
+    conventions: MetricConventions = MetricConventions(),
+    delta_metric: str = "nDCG@10",
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    bootstrap_seed: int = 42,
+    query_groups: Mapping[str, str] | None = None,
+) -> SpecEvaluation:
+    """Evaluate every sweep point of one built spec against the exact search.
+
+    ``exact_scores``/``exact_indices`` are the exact top-k (at least k columns, project order)
+    of the full float ``queries`` over the full float ``documents`` — the vectors recall is
+    recomputed from, whatever cut the spec applies. ``query_groups`` (query_id → group) switches
+    the bootstrap to resampling whole groups.
+    """
+    if not points:
+        raise ValueError(f"{built.spec.describe()}: no sweep points to evaluate")
+    k = points[0].indices.shape[1]
+    too_deep = [str(m) for m in measures if m.cutoff is None or m.cutoff > k]
+    if too_deep:
+        raise ValueError(f"measures {too_deep} read past the ANN depth k={k}; use cutoffs <= k")
+    if delta_metric not in {str(m) for m in measures}:
+        raise ValueError(f"delta_metric {delta_metric!r} is not among the measures {[str(m) for m in measures]}")
+    exact_cut = min(k, len(doc_ids))
+    if exact_indices.shape[1] < exact_cut:
+        raise ValueError(f"the exact top-k has {exact_indices.shape[1]} columns; the ANN depth needs {exact_cut}")
+    exact_scores, exact_indices = exact_scores[:, :exact_cut], exact_indices[:, :exact_cut]
+
+    exact = evaluate_run(
+        pl.from_arrow(run_table(query_ids, doc_ids, exact_scores, exact_indices)),
+        qrels, measures, conventions, query_ids=query_ids,
+    )
+    if not exact.evaluated_query_ids:
+        raise ValueError("no query has a relevant qrel: nothing to compare under ANN")
+    exact_delta_values = _metric_values(exact.per_query, delta_metric)
+    groups = None if query_groups is None else [query_groups[q] for q in exact.evaluated_query_ids]
+
+    tables, rows = [], []
+    for point in points:
+        recall = ann_recall_at_k(point.indices, exact_indices, queries, documents, k, built.spec.metric)
+        ann = evaluate_run(
+            pl.from_arrow(point.run_table(query_ids, doc_ids)), qrels, measures, conventions, query_ids=query_ids
+        )
+        recall_rows = pl.DataFrame({
+            "query_id": list(query_ids), "metric": ann_recall_name(k), "value": recall,
+        })
+        tables.append(
+            pl.concat([recall_rows, ann.per_query], how="vertical_relaxed").select(
+                pl.lit(built.spec.name).alias("spec"), pl.lit(point.param).alias("sweep_param"),
+                pl.lit(point.value).alias("sweep_value"), "query_id", "metric", "value",
+            ).cast(PER_QUERY_SCHEMA)
+        )
+        ann_delta_values = _metric_values(ann.per_query, delta_metric)
+        bootstrap = paired_bootstrap(
+            ann_delta_values - exact_delta_values, n_resamples=n_resamples, confidence=confidence,
+            seed=bootstrap_seed, groups=groups,
+        )
+        rows.append({
+            **_point_fields(built, point), "k": k, "ann_recall": float(recall.mean()),
+            "delta_metric": delta_metric, "n_evaluated": len(ann_delta_values),
+            "ann_value": float(ann_delta_values.mean()), "exact_value": float(exact_delta_values.mean()),
+            "delta": float(bootstrap.mean), "delta_ci_low": float(bootstrap.ci_low),
+            "delta_ci_high": float(bootstrap.ci_high), "confidence": bootstrap.confidence,
+            "n_resamples": bootstrap.n_resamples, "bootstrap_seed": bootstrap.seed,
+        })
+    return SpecEvaluation(
+        per_query=pl.concat(tables),
+        summary=pl.DataFrame(rows, schema=SUMMARY_SCHEMA),
+        excluded_query_ids=exact.excluded_query_ids,
+    )
+
+
+def _metric_values(per_query: pl.DataFrame, metric: str) -> np.ndarray:
+    """One metric's values in query_id order (evaluate_run sorts by query_id)."""
+    return per_query.filter(pl.col("metric") == metric)["value"].to_numpy()
+
+
+def _point_fields(built: BuiltIndex, point: SweepPoint) -> dict[str, object]:
+    """The summary fields that describe the index and the sweep point, not the metrics."""
+    spec = built.spec
+    return {
+        "spec": spec.name, "kind": spec.kind, "factory": built.factory, "index_metric": spec.metric,
+        "dimension": built.dimension, "sweep_param": point.param, "sweep_value": point.value,
+        "n_queries": len(point.indices), "build_seconds": built.build_seconds,
+        "index_bytes": built.index_bytes, "bytes_per_vector": built.bytes_per_vector,
+        "n_vectors": built.n_vectors, "peak_rss_bytes": built.peak_rss_bytes, "qps": point.qps,
+        "batch_size": point.batch_size, "p50_ms": point.p50_ms, "p95_ms": point.p95_ms,
+        "latency_queries": point.latency_queries, "seed": built.seed, "build_threads": built.threads,
+        "search_threads": point.threads, "faiss_version": built.faiss_version,
+    }

@@ -1,0 +1,161 @@
+"""Pyramid L4 for one (model, dataset): every index spec of ``ann.yaml`` measured against the
+exact search, the recall/QPS frontier, and their report section — read from and written to
+the artifact store.
+
+The exact reference is the stored exact run of the card's vectors (L2), so a spec never
+recomputes embeddings or exact search. Indexes are content-addressed files under
+``<data>/indexes``: a spec, embeddings and seed that were built once are loaded, not rebuilt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from embedpyramid.serving import (
+    BuiltIndex,
+    IndexSpec,
+    SpecEvaluation,
+    build_index,
+    check_metric,
+    evaluate_spec,
+    frontier,
+    frontier_svg,
+    index_file_name,
+    load_index,
+    qps_at_recall,
+    save_index,
+    search_sweep,
+)
+from embedpyramid.config import ProjectConfig, ResolvedModel
+from embedpyramid.data import FrozenDataset
+from embedpyramid.encode import cached_embedding_path, read_embeddings
+from embedpyramid.reports import Figure, ReportSection
+from embedpyramid.store import ArtifactStore, write_parquet, write_text
+
+FRONTIER_COLUMNS = ("spec", "sweep_param", "sweep_value", "ann_recall", "qps", "p50_ms", "p95_ms",
+                    "delta", "delta_ci_low", "delta_ci_high", "bytes_per_vector", "build_seconds")
+
+
+def serving_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
+    return store.root / "serving" / dataset / model_key
+
+
+def exact_arrays(run_path: Path, doc_ids: list[str], n_queries: int) -> tuple[np.ndarray, np.ndarray]:
+    """The stored exact run as (scores, document indices) of shape (n_queries, depth), in rank order."""
+    run = pl.read_parquet(run_path).sort("query_id", "rank")
+    depth = run.height // n_queries
+    indices = run["doc_id"].replace_strict(doc_ids, range(len(doc_ids)), return_dtype=pl.Int64).to_numpy()
+    return run["score"].to_numpy().reshape(n_queries, depth), indices.reshape(n_queries, depth)
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    evaluation: SpecEvaluation
+    built: BuiltIndex
+    index_path: Path
+    reused_index: bool
+
+
+def evaluate_serving(
+    config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, dataset: str, frozen: FrozenDataset,
+    spec: IndexSpec,
+) -> ServingResult:
+    """Build (or load) the spec's index over the card's document vectors, sweep it, and measure it
+    against the exact run: ANN recall@k, relevance under ANN, the paired delta, the costs."""
+    assert config.ann is not None, "L4 needs configs/ann.yaml"
+    settings, comparison = config.ann.settings, config.protocol.comparison
+    check_metric(spec, model.card.normalize)
+    query_path = cached_embedding_path(store, model, frozen, "query")
+    document_path = cached_embedding_path(store, model, frozen, "document")
+    query_ids, queries = read_embeddings(query_path)
+    doc_ids, documents = read_embeddings(document_path)
+    index_path = store.root / "indexes" / index_file_name(spec, document_path.stem + "@" + model.card_hash, spec.seed)
+    reused = index_path.is_file()
+    if reused:
+        built = load_index(index_path, spec)
+    else:
+        built = build_index(spec, documents, seed=spec.seed, threads=settings.threads)
+        save_index(built, index_path)
+    points = search_sweep(built, queries, settings.k, batch_size=settings.batch_size,
+                          latency_queries=settings.latency_queries, seed=spec.seed, threads=settings.threads,
+                          repeats=settings.timing_repeats, documents=documents)
+    exact_scores, exact_indices = exact_arrays(store.run_dir(dataset, model.key) / "exact.parquet", doc_ids, len(query_ids))
+    group_column, groups = config.dataset(dataset).group_column, None
+    if group_column is not None:
+        queries_table = pl.read_parquet(frozen.path("queries"), columns=["query_id", group_column])
+        groups = dict(zip(queries_table["query_id"], queries_table[group_column], strict=True))
+    evaluation = evaluate_spec(
+        built, points, exact_scores=exact_scores, exact_indices=exact_indices, queries=queries, documents=documents,
+        query_ids=query_ids, doc_ids=doc_ids, qrels=pl.read_parquet(frozen.path("qrels")),
+        measures=settings.measure_objects(), conventions=config.protocol.conventions(config.dataset(dataset)),
+        delta_metric=settings.delta_metric, n_resamples=comparison.n_resamples, confidence=comparison.confidence,
+        bootstrap_seed=comparison.seed, query_groups=groups,
+    )
+    directory = serving_dir(store, dataset, model.key) / spec.name
+    for point in points:
+        name = "top-k" if point.param is None else f"{point.param}-{point.value}"
+        write_parquet(point.run_table(query_ids, doc_ids), directory / "runs" / f"{name}.parquet")
+    write_parquet(evaluation.per_query.to_arrow(), directory / "per_query.parquet")
+    write_parquet(evaluation.summary.to_arrow(), directory / "summary.parquet")
+    return ServingResult(evaluation, built, index_path, reused)
+
+
+@dataclass(frozen=True)
+class ServingFrontier:
+    summary: pl.DataFrame
+    frontier: pl.DataFrame
+    qps_at_recall: pl.DataFrame
+    svg: str
+
+
+def serving_frontier(config: ProjectConfig, store: ArtifactStore, dataset: str, model_key: str) -> ServingFrontier:
+    """The recall/QPS frontier over every evaluated spec of one (model, dataset), and QPS at the
+    target recalls; written beside the specs' results."""
+    assert config.ann is not None, "L4 needs configs/ann.yaml"
+    directory = serving_dir(store, dataset, model_key)
+    summaries = [pl.read_parquet(directory / spec.name / "summary.parquet") for spec in config.ann.specs
+                 if (directory / spec.name / "summary.parquet").is_file()]
+    if not summaries:
+        raise FileNotFoundError(f"{directory}: no evaluated index spec; materialize the ann_* assets first")
+    summary = pl.concat(summaries)
+    point = ["spec", "sweep_param", "sweep_value"]
+    result = ServingFrontier(
+        summary=summary,
+        frontier=frontier(summary).select(point).join(summary, on=point, how="left", nulls_equal=True,
+                                                       maintain_order="left"),
+        qps_at_recall=qps_at_recall(summary, config.ann.settings.recall_targets),
+        svg=frontier_svg(summary, title=f"ANN recall@{config.ann.settings.k} vs QPS: {model_key} ({dataset})"),
+    )
+    write_parquet(result.summary.to_arrow(), directory / "summary.parquet")
+    write_parquet(result.qps_at_recall.to_arrow(), directory / "qps_at_recall.parquet")
+    write_text(result.svg, directory / "frontier.svg")
+    write_parquet(result.frontier.to_arrow(), directory / "frontier.parquet")
+    return result
+
+
+def report_section(store: ArtifactStore, dataset: str, model_key: str) -> ReportSection:
+    """The L4 section of one (model, dataset) for the report, from its stored frontier."""
+    directory = serving_dir(store, dataset, model_key)
+    summary = pl.read_parquet(directory / "summary.parquet")
+    k = int(summary["k"][0])
+    delta_metric = summary["delta_metric"][0]
+    return ReportSection(
+        title=f"L4 serving approximation: {model_key} ({dataset})",
+        intro=(
+            f"Every index spec against exact search, reported apart: ANN recall@{k} (overlap with the exact "
+            f"top-{k}, tie-aware: a property of the index) and {delta_metric} under ANN (against the qrels: a "
+            f"property of the system), with its paired delta vs exact and bootstrap CI. QPS at batch "
+            f"{int(summary['batch_size'][0])}, latency p50/p95 at batch 1, build seconds, bytes per vector."
+        ),
+        tables=(
+            ("Recall/QPS frontier", pl.read_parquet(directory / "frontier.parquet").select(FRONTIER_COLUMNS)),
+            ("QPS at target recall", pl.read_parquet(directory / "qps_at_recall.parquet")),
+            ("Every sweep point", summary.select(*FRONTIER_COLUMNS, "index_bytes", "peak_rss_bytes", "factory", "seed")),
+        ),
+        figures=(Figure(f"frontier-{dataset}-{model_key.replace('@', '-')}", f"ANN recall vs QPS of {model_key}",
+                        (directory / "frontier.svg").read_text()),),
+    )

@@ -1,0 +1,234 @@
+"""Index specs of pyramid level L4, read from ``configs/ann.yaml``, and their content addresses.
+
+An :class:`IndexSpec` names one serving approximation: a FAISS factory string (``kind:
+faiss``), sign-binarized codes searched by Hamming distance and rescored with the float vectors
+(``kind: binary``), or int8 codes of the stored vectors searched exactly (``kind: int8``); any
+of them may first cut the vectors to their leading ``dimension`` coordinates (Matryoshka
+truncation, then re-normalization). A spec's search-time ``sweep`` lists the values of one
+parameter (``efSearch`` for HNSW, ``nprobe`` for IVF, ``rescore`` candidates for binary).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import faiss
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError, Strict, format_validation, read_yaml
+from embedpyramid.hashing import sha256_json
+from embedpyramid.retrieval.metrics import Measure, parse_measure
+
+Metric = Literal["inner_product", "l2"]
+SpecKind = Literal["faiss", "binary", "int8"]
+
+NLIST_PLACEHOLDER = "{n}"
+MIN_POINTS_PER_CENTROID = 39
+"""FAISS k-means warns below 39 training points per centroid; ``{n}`` never asks for fewer."""
+
+_FORMAT_VERSION = 1
+"""Bumped when the layout of a saved index changes, so older files are never read as current."""
+
+BINARY_FACTORY = "BFlat"
+INT8_FACTORY = "Int8Flat"
+
+
+class Sweep(Strict):
+    """One search-time parameter and the values it takes; written ``{efSearch: [16, 32]}``."""
+
+    param: Literal["efSearch", "nprobe", "rescore"]
+    values: tuple[int, ...] = Field(min_length=1)
+
+    @field_validator("values")
+    @classmethod
+    def _increasing_positive(cls, values: tuple[int, ...]) -> tuple[int, ...]:
+        if any(v < 1 for v in values) or list(values) != sorted(set(values)):
+            raise ValueError(f"sweep values must be positive and strictly increasing, got {list(values)}")
+        return values
+
+
+class IndexSpec(Strict):
+    """One index of level L4. ``seed`` feeds IVF/PQ k-means and HNSW level draws (see
+    :func:`embedpyramid.serving.index.build_index`); it defaults to ``settings.seed``."""
+
+    name: str
+    kind: SpecKind = "faiss"
+    factory: str | None = None
+    metric: Metric = "inner_product"
+    dimension: int | None = Field(None, ge=1)
+    sweep: Sweep | None = None
+    seed: int
+
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _sweep_mapping(cls, value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1 and not {"param", "values"} & value.keys():
+            ((param, values),) = value.items()
+            return {"param": param, "values": values}
+        if isinstance(value, dict) and not {"param", "values"} <= value.keys():
+            raise ValueError(
+                f"sweep must map one parameter to its values, e.g. {{efSearch: [16, 32, 64]}}; got {value!r}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> IndexSpec:
+        if self.kind == "faiss":
+            if not self.factory:
+                raise ValueError("kind 'faiss' needs a factory string, e.g. 'HNSW32' or 'IVF{n},Flat'")
+            if self.factory.count(NLIST_PLACEHOLDER) != self.factory.count(f"IVF{NLIST_PLACEHOLDER}"):
+                raise ValueError(f"factory {self.factory!r}: '{{n}}' is only allowed as the IVF list count, 'IVF{{n}}'")
+        elif self.factory is not None:
+            raise ValueError(f"kind {self.kind!r} takes no factory (got {self.factory!r})")
+        allowed = self.allowed_sweep_params()
+        if self.sweep is not None and self.sweep.param not in allowed:
+            raise ValueError(
+                f"sweep parameter {self.sweep.param!r} does not apply to {self.describe()}; "
+                f"allowed: {', '.join(allowed) or 'none (drop sweep:)'}"
+            )
+        if self.kind == "binary" and self.sweep is None:
+            raise ValueError("kind 'binary' needs sweep: {rescore: [...]}, the float-rescored candidates per query")
+        if self.dimension is not None and self.metric != "inner_product":
+            raise ValueError(
+                "a dimension cut re-normalizes the truncated vectors, which keeps only cosine scores "
+                "meaningful: use metric 'inner_product' with dimension"
+            )
+        return self
+
+    def allowed_sweep_params(self) -> tuple[str, ...]:
+        if self.kind == "binary":
+            return ("rescore",)
+        factory = self.factory or ""
+        return tuple(p for p, marker in (("efSearch", "HNSW"), ("nprobe", "IVF")) if marker in factory)
+
+    def describe(self) -> str:
+        return f"spec {self.name!r} ({self.kind} {self.factory or ''}".rstrip() + ")"
+
+    def identity(self) -> dict[str, Any]:
+        """What determines the built index: everything but the label, the sweep and the seed."""
+        return {"kind": self.kind, "factory": self.factory, "metric": self.metric, "dimension": self.dimension}
+
+
+class AnnSettings(Strict):
+    """Settings shared by every spec; recorded with the L4 results.
+
+    ``k`` is both the ANN search depth and the cutoff of ANN recall@k; every relevance measure
+    is computed on that top-k, so cutoffs above ``k`` (and RPrec) are refused. QPS is measured
+    at ``batch_size`` queries per call, the fastest of ``timing_repeats`` passes; latency at
+    batch 1 over ``latency_queries`` queries drawn with ``seed``.
+    """
+
+    k: int = Field(10, ge=1)
+    measures: tuple[str, ...] = ("nDCG@10", "Recall@10", "MRR@10", "MAP@10", "P@10", "Hit@10")
+    delta_metric: str = "nDCG@10"
+    batch_size: int = Field(256, ge=1)
+    latency_queries: int = Field(200, ge=1)
+    timing_repeats: int = Field(3, ge=1)
+    recall_targets: tuple[float, ...] = (0.9, 0.95, 0.99)
+    threads: int = Field(1, ge=1)
+    seed: int = 42
+
+    @model_validator(mode="after")
+    def _measures_within_k(self) -> AnnSettings:
+        for text in self.measures:
+            measure = parse_measure(text)
+            if measure.cutoff is None or measure.cutoff > self.k:
+                raise ValueError(
+                    f"measure {text!r} reads past the ANN depth k={self.k}; allowed: measures with a cutoff <= k"
+                )
+        if self.delta_metric not in self.measures:
+            raise ValueError(f"delta_metric {self.delta_metric!r} is not measured; allowed: {', '.join(self.measures)}")
+        if not self.recall_targets or any(not 0.0 < t <= 1.0 for t in self.recall_targets):
+            raise ValueError(f"recall_targets must be in (0, 1], got {list(self.recall_targets)}")
+        return self
+
+    def measure_objects(self) -> list[Measure]:
+        return [parse_measure(text) for text in self.measures]
+
+
+class AnnConfig(Strict):
+    settings: AnnSettings
+    specs: tuple[IndexSpec, ...]
+
+    def spec(self, name: str) -> IndexSpec:
+        for spec in self.specs:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"no index spec {name!r}; known: {', '.join(s.name for s in self.specs)}")
+
+
+def load_ann_config(path: str | Path) -> AnnConfig:
+    """Read and validate ``ann.yaml``; a ConfigError names the file, the key and what is allowed."""
+    path = Path(path)
+    data = read_yaml(path, "ann.yaml holds the L4 settings and index specs")
+    if set(data) - {"settings", "indexes"}:
+        raise ConfigError(f"{path}: the top level must be a mapping with keys 'settings' and 'indexes'")
+    try:
+        settings = AnnSettings.model_validate(data.get("settings") or {})
+    except ValidationError as error:
+        raise format_validation(path, "settings", error) from None
+    indexes = data.get("indexes")
+    if not isinstance(indexes, dict) or not indexes:
+        raise ConfigError(f"{path}: needs a non-empty mapping under 'indexes:'")
+    specs = []
+    for name, raw in indexes.items():
+        if not isinstance(name, str) or not SAFE_NAME.match(name):
+            raise ConfigError(f"{path}: indexes.{name}: names must be {SAFE_NAME_HELP}")
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: indexes.{name}: must be a mapping, e.g. {{factory: HNSW32}}")
+        try:
+            spec = IndexSpec.model_validate({"seed": settings.seed, **raw, "name": name})
+        except ValidationError as error:
+            raise format_validation(path, f"indexes.{name}", error) from None
+        if spec.kind == "binary" and spec.sweep is not None and min(spec.sweep.values) < settings.k:
+            raise ConfigError(
+                f"{path}: indexes.{name}.sweep: rescore values must be at least settings.k={settings.k} "
+                f"(the candidates rescored per query), got {list(spec.sweep.values)}"
+            )
+        specs.append(spec)
+    return AnnConfig(settings=settings, specs=tuple(specs))
+
+
+def card_metric(normalized: bool) -> Metric:
+    """The metric a model card implies: cosine (inner product of unit vectors) when it normalizes,
+    Euclidean distance otherwise."""
+    return "inner_product" if normalized else "l2"
+
+
+def check_metric(spec: IndexSpec, normalized: bool) -> None:
+    """Refuse a spec whose metric disagrees with the card: never a silent L2 index for a cosine model."""
+    expected = card_metric(normalized)
+    if spec.metric != expected:
+        card = "normalizes its vectors (cosine scores)" if normalized else "does not normalize its vectors"
+        raise ConfigError(
+            f"{spec.describe()} has metric {spec.metric!r}, but the model card {card}, so its exact "
+            f"search ranks by {expected!r}; set metric: {expected} on the spec"
+        )
+
+
+def nlist_for(n_vectors: int) -> int:
+    """IVF list count for ``{n}``: round(4·sqrt(N)), clipped to [1, floor(N/39)] so every list
+    has at least 39 training points (FAISS's k-means minimum)."""
+    return max(1, min(round(4 * math.sqrt(n_vectors)), n_vectors // MIN_POINTS_PER_CENTROID))
+
+
+def resolve_factory(spec: IndexSpec, n_vectors: int) -> str:
+    """The factory string actually built: ``{n}`` replaced by :func:`nlist_for`."""
+    if spec.kind == "binary":
+        return BINARY_FACTORY
+    if spec.kind == "int8":
+        return INT8_FACTORY
+    assert spec.factory is not None
+    return spec.factory.replace(NLIST_PLACEHOLDER, str(nlist_for(n_vectors)))
+
+
+def index_file_name(spec: IndexSpec, embeddings_sha: str, seed: int) -> str:
+    """Content-addressed file name: the spec's identity, the embeddings hash, the seed and the
+    FAISS version. The embeddings hash fixes N, so ``{n}`` resolves the same way under one name."""
+    digest = sha256_json({
+        "spec": spec.identity(), "embeddings": embeddings_sha, "seed": seed,
+        "faiss": faiss.__version__, "format": _FORMAT_VERSION,
+    })
+    return f"{spec.name}-{digest[:20]}.index"

@@ -1,0 +1,179 @@
+"""Searching a built index at every point of its sweep: the ANN top-k, QPS and latency.
+
+Throughput and latency are never mixed: QPS is measured with ``batch_size`` queries per call
+over all queries (the fastest of ``repeats`` timed passes, after one warm-up call); latency is
+measured one query per call over a seeded sample of ``latency_queries`` queries. Both include
+the pipeline's own work per call (score conversion, re-ordering, binary rescoring).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import faiss
+import numpy as np
+import pyarrow as pa
+
+from embedpyramid.serving.index import BuiltIndex, indexed_vectors, thread_limit
+from embedpyramid.serving.specs import IndexSpec
+from embedpyramid.serving.vectors import Int8Vectors, binarize, exact_search, order_rows, pair_scores
+from embedpyramid.retrieval.search import run_table
+
+Search = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True, eq=False)
+class SweepPoint:
+    """Results of one sweep value; ``param``/``value`` are None for a spec without a sweep.
+
+    ``scores``/``indices`` have shape (n_queries, k), each row ordered by score descending then
+    document index ascending; an index returns fewer than k documents as trailing -1 (score -inf).
+    """
+
+    param: str | None
+    value: int | None
+    scores: np.ndarray = field(repr=False)
+    indices: np.ndarray = field(repr=False)
+    qps: float
+    batch_size: int
+    search_seconds: float
+    p50_ms: float
+    p95_ms: float
+    latency_queries: int
+    threads: int
+
+    def run_table(self, query_ids: Sequence[str], doc_ids: Sequence[str]) -> pa.Table:
+        """The long-format run (``query_id, rank, doc_id, score``) without missing entries."""
+        found = self.indices >= 0
+        table = run_table(query_ids, doc_ids, self.scores, np.where(found, self.indices, 0))
+        return table.filter(pa.array(found.reshape(-1)))
+
+
+def _faiss_search(index: faiss.Index, spec: IndexSpec, k: int, value: int | None) -> Search:
+    # A FAISS search parameter lives on the index: set it when this sweep point's turn comes.
+    if value is not None and spec.sweep is not None:
+        faiss.ParameterSpace().set_index_parameter(index, spec.sweep.param, value)
+    sign = 1.0 if spec.metric == "inner_product" else -1.0
+
+    def search(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        distances, labels = index.search(batch, k)
+        return order_rows(sign * distances, labels)
+
+    return search
+
+
+def _binary_search(index: faiss.IndexBinary, spec: IndexSpec, documents: np.ndarray, k: int, rescore: int) -> Search:
+    def search(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        _, candidates = index.search(binarize(batch), rescore)
+        scores = pair_scores(batch, documents, candidates, spec.metric, dtype=np.float32)
+        scores, indices = order_rows(scores, candidates)
+        return scores[:, :k], indices[:, :k]
+
+    return search
+
+
+def _int8_search(vectors: np.ndarray, spec: IndexSpec, k: int) -> Search:
+    def search(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scores, indices = exact_search(batch, vectors, k, spec.metric)
+        missing = k - indices.shape[1]
+        if missing:
+            scores = np.pad(scores, ((0, 0), (0, missing)), constant_values=-np.inf)
+            indices = np.pad(indices, ((0, 0), (0, missing)), constant_values=-1)
+        return scores, indices
+
+    return search
+
+
+def _prepared_searches(
+    built: BuiltIndex, k: int, documents: np.ndarray | None
+) -> list[tuple[int | None, Callable[[], Search]]]:
+    """Per sweep value (in order), a function that configures the index and returns its search."""
+    spec, index = built.spec, built.index
+    values: Sequence[int | None] = spec.sweep.values if spec.sweep else (None,)
+    if isinstance(index, Int8Vectors):
+        return [(None, partial(_int8_search, index.dequantize(), spec, k))]
+    if isinstance(index, faiss.IndexBinary):
+        if documents is None:
+            raise ValueError(f"{spec.describe()} rescores with the float document vectors: pass documents=")
+        too_few = [value for value in values if value is None or value < k]
+        if too_few:
+            raise ValueError(f"{spec.describe()} rescores {too_few[0]} candidates per query; it needs at least k={k}")
+        rescore_vectors = indexed_vectors(spec, documents)
+        return [(value, partial(_binary_search, index, spec, rescore_vectors, k, value)) for value in values]
+    return [(value, partial(_faiss_search, index, spec, k, value)) for value in values]
+
+
+def _measure(
+    spec: IndexSpec,
+    value: int | None,
+    search: Search,
+    queries: np.ndarray,
+    *,
+    batch_size: int,
+    repeats: int,
+    latency_sample: np.ndarray,
+    threads: int,
+) -> SweepPoint:
+    search(queries[:batch_size])
+    best_seconds = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        results = [search(queries[s : s + batch_size]) for s in range(0, len(queries), batch_size)]
+        best_seconds = min(best_seconds, time.perf_counter() - start)
+    latencies_ms = np.empty(len(latency_sample))
+    for position, row in enumerate(latency_sample):
+        start = time.perf_counter()
+        search(queries[row : row + 1])
+        latencies_ms[position] = (time.perf_counter() - start) * 1000.0
+    p50, p95 = np.percentile(latencies_ms, [50, 95])
+    return SweepPoint(
+        param=spec.sweep.param if spec.sweep else None,
+        value=value,
+        scores=np.concatenate([scores for scores, _ in results]),
+        indices=np.concatenate([indices for _, indices in results]),
+        qps=len(queries) / best_seconds if best_seconds > 0 else float("inf"),
+        batch_size=batch_size,
+        search_seconds=best_seconds,
+        p50_ms=float(p50),
+        p95_ms=float(p95),
+        latency_queries=len(latency_sample),
+        threads=threads,
+    )
+
+
+def search_sweep(
+    built: BuiltIndex,
+    queries: np.ndarray,
+    k: int,
+    *,
+    batch_size: int,
+    latency_queries: int,
+    seed: int,
+    threads: int = 1,
+    repeats: int = 1,
+    documents: np.ndarray | None = None,
+) -> list[SweepPoint]:
+    """Search every query at every sweep value of ``built.spec``.
+
+    ``queries`` are the full float query vectors (a dimension cut is applied here);
+    ``documents`` the full float document vectors, needed only by binary specs to rescore.
+    ``seed`` draws the latency sample. Runs FAISS (and torch, for int8's exact search) on
+    ``threads`` threads.
+    """
+    if k < 1 or batch_size < 1 or latency_queries < 1 or repeats < 1:
+        raise ValueError("k, batch_size, latency_queries and repeats must be positive")
+    vectors = indexed_vectors(built.spec, queries)
+    if len(vectors) == 0:
+        raise ValueError("no queries to search")
+    sample = np.sort(np.random.default_rng(seed).choice(len(vectors), min(latency_queries, len(vectors)), replace=False))
+    points = []
+    with thread_limit(threads, torch_threads=built.spec.kind == "int8"):
+        for value, prepare in _prepared_searches(built, k, documents):
+            points.append(_measure(
+                built.spec, value, prepare(), vectors,
+                batch_size=batch_size, repeats=repeats, latency_sample=sample, threads=threads,
+            ))
+    return points

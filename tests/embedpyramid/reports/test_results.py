@@ -1,0 +1,60 @@
+import json
+
+import duckdb
+import polars as pl
+import pytest
+
+from embedpyramid.reports.results import EvaluatedPartition, build_results_db, format_leaderboard, read_leaderboard
+
+
+def partition(tmp_path, model: str, values: list[float]) -> EvaluatedPartition:
+    folder = tmp_path / model
+    folder.mkdir()
+    pl.DataFrame({
+        "dataset": ["d"] * 4, "model": [model] * 4, "system": ["exact"] * 4,
+        "query_id": ["q1", "q2", "q1", "q2"], "metric": ["nDCG@10", "nDCG@10", "P@1", "P@1"], "value": values,
+    }).write_parquet(folder / "metrics.parquet")
+    pl.DataFrame({"query_id": ["q1", "q2"], "rank": [1, 1], "doc_id": ["a", "b"], "score": [0.5, 0.4]}).write_parquet(
+        folder / "run.parquet")
+    qrels = tmp_path / "qrels.parquet"
+    pl.DataFrame({"query_id": ["q1", "q2"], "doc_id": ["a", "c"], "relevance": [1, 2]}).write_parquet(qrels)
+    return EvaluatedPartition("d", model, model.split("@")[0], "abc", {"backend": "x"}, "exact",
+                              folder / "metrics.parquet", folder / "run.parquet", qrels, {"gain": "linear"})
+
+
+def test_results_db_views_and_leaderboard(tmp_path):
+    pl.DataFrame({"metric": ["P@1"], "mean_delta": [-0.5]}).write_parquet(tmp_path / "comparisons.parquet")
+    pl.DataFrame(schema={"metric": pl.String, "delta": pl.Float64}).write_parquet(tmp_path / "regressions.parquet")
+    db = build_results_db(tmp_path / "results.duckdb", [
+        partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0]),
+        partition(tmp_path, "b@2", [0.0, 0.25, 0.0, 0.0]),
+    ], {"comparisons": tmp_path / "comparisons.parquet", "regressions": tmp_path / "regressions.parquet"})
+    with duckdb.connect(str(db), read_only=True) as con:
+        columns = {view: [row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()]
+                   for view in ("per_query_metrics", "leaderboard", "runs", "qrels")}
+        assert con.sql("SELECT count(*) FROM runs").fetchall() == [(4,)]
+        assert con.sql("SELECT count(*) FROM qrels").fetchall() == [(2,)]
+        assert con.sql("SELECT metric, mean_delta FROM comparisons").fetchall() == [("P@1", -0.5)]
+        assert con.sql("SELECT count(*) FROM regressions").fetchall() == [(0,)]
+    assert columns == {
+        "per_query_metrics": ["dataset", "model", "system", "query_id", "metric", "value"],
+        "leaderboard": ["dataset", "model", "system", "metric", "mean", "n"],
+        "runs": ["dataset", "model", "system", "query_id", "rank", "doc_id", "score"],
+        "qrels": ["dataset", "query_id", "doc_id", "relevance"],
+    }
+    board = read_leaderboard(db)
+    assert board.select("model", "metric", "mean", "n").rows() == [
+        ("a@1", "nDCG@10", 0.75, 2), ("a@1", "P@1", 0.5, 2), ("b@2", "nDCG@10", 0.125, 2), ("b@2", "P@1", 0.0, 2),
+    ]
+    table = format_leaderboard(board).splitlines()
+    assert table[1].split() == ["metric", "a@1", "b@2"]
+    assert table[3].split() == ["n", "queries", "2", "2"] and table[4].split() == ["nDCG@10", "0.7500", "0.1250"]
+    assert json.loads(format_leaderboard(board, "json"))[0]["mean"] == 0.75
+    assert format_leaderboard(board, "csv").splitlines()[0] == "dataset,model,system,metric,mean,n"
+
+
+def test_nothing_to_summarize_and_missing_db(tmp_path):
+    with pytest.raises(ValueError, match="materialize retrieval_metrics first"):
+        build_results_db(tmp_path / "r.duckdb", [])
+    with pytest.raises(FileNotFoundError, match="run `embedpyramid run` first"):
+        read_leaderboard(tmp_path / "r.duckdb")

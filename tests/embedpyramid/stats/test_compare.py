@@ -1,0 +1,264 @@
+import dataclasses
+
+import numpy as np
+import polars as pl
+import pytest
+
+from embedpyramid.stats.compare import (
+    COMPARISON_SCHEMA,
+    ComparisonSettings,
+    compare_models,
+    length_bucket_names,
+    query_deltas,
+    regressions,
+)
+from embedpyramid.stats import holm_adjust
+
+# Dyadic values keep every delta and mean exact in floating point.
+NDCG = {
+    "base": [0.5, 0.25, 0.375, 0.5, 0.125, 0.5],
+    "new": [0.625, 0.25, 0.625, 0.375, 0.5, 0.875],
+}  # deltas: 0.125, 0, 0.25, -0.125, 0.375, 0.375
+RECALL = [1.0, 0.5, 1.0, 0.0, 1.0, 1.0]  # identical for both models
+QUERY_IDS = [f"q{i}" for i in range(1, 7)]
+
+
+def per_query_table(models=("base", "new"), drop=()):
+    rows = []
+    for model in models:
+        ndcg = NDCG.get(model, NDCG["new"])
+        for query_id, ndcg_value, recall_value in zip(QUERY_IDS, ndcg, RECALL, strict=True):
+            for metric, value in (("nDCG@10", ndcg_value), ("Recall@100", recall_value)):
+                if (model, query_id) not in drop and (model, query_id, metric) not in drop:
+                    rows.append(("toy", model, "exact", query_id, metric, value))
+    columns = ["dataset", "model", "system", "query_id", "metric", "value"]
+    return pl.DataFrame(rows, schema=columns, orient="row")
+
+
+QUERIES = pl.DataFrame(
+    {
+        "query_id": QUERY_IDS,
+        "text": ["w", "w w", "w w w", "w w w w", "w w w w w", "w w w w w w"],
+        "category": ["a", "a", "a", "a", "b", "b"],
+        "session": ["s1", "s1", "s2", "s3", "s3", "s3"],
+    }
+)
+SETTINGS = ComparisonSettings(
+    baseline="base", n_resamples=2_000, seed=3, min_slice_n=3, length_buckets=(2, 4)
+)
+
+
+def row(table, metric, slice_column, slice_value):
+    selected = table.filter(
+        (pl.col("metric") == metric)
+        & (pl.col("slice_column") == slice_column)
+        & (pl.col("slice_value") == slice_value)
+    )
+    assert selected.height == 1
+    return selected.row(0, named=True)
+
+
+def test_comparisons_table_hand_checked():
+    table = compare_models(per_query_table(), QUERIES, SETTINGS)
+    assert table.schema == pl.Schema(COMPARISON_SCHEMA)
+    # 1 pair x 2 metrics x (all + 2 categories + 3 length buckets).
+    assert table.height == 12
+    assert table.select("slice_column", "slice_value").unique(maintain_order=True).rows() == [
+        ("all", "all"),
+        ("category", "a"),
+        ("category", "b"),
+        ("query_length", "<=2 words"),
+        ("query_length", "3-4 words"),
+        ("query_length", ">4 words"),
+    ]
+    assert table["metric"].unique(maintain_order=True).to_list() == ["nDCG@10", "Recall@100"]
+
+    everything = row(table, "nDCG@10", "all", "all")
+    assert (everything["model_a"], everything["model_b"], everything["n"]) == ("base", "new", 6)
+    assert everything["mean_a"] == pytest.approx(2.25 / 6, abs=1e-15)
+    assert everything["mean_b"] == pytest.approx(3.25 / 6, abs=1e-15)
+    assert everything["mean_delta"] == pytest.approx(1 / 6, abs=1e-15)
+    assert (everything["wins"], everything["ties"], everything["losses"]) == (4, 1, 1)
+    # 8 x deltas = (1, 0, 2, -1, 3, 3): |sum of flipped signs| >= 8 when the flipped subset of
+    # {1, 2, 1, 3, 3} sums to <= 1 or >= 9: 6 of 32 patterns (the zero doubles both counts).
+    assert everything["p_value"] == 6 / 32
+    assert everything["ci_low"] < everything["mean_delta"] < everything["ci_high"]
+    assert not everything["small_slice"]
+
+    category_a = row(table, "nDCG@10", "category", "a")
+    assert category_a["n"] == 4 and not category_a["small_slice"]
+    assert (category_a["mean_a"], category_a["mean_b"]) == (0.40625, 0.46875)
+    assert category_a["mean_delta"] == 0.0625
+    assert (category_a["wins"], category_a["ties"], category_a["losses"]) == (2, 1, 1)
+
+    # Category b: two queries, both +0.375 -> a constant shift, and a small slice.
+    category_b = row(table, "nDCG@10", "category", "b")
+    assert category_b["n"] == 2 and category_b["small_slice"]
+    assert category_b["ci_low"] == category_b["ci_high"] == category_b["mean_delta"] == 0.375
+    assert category_b["p_value"] == 2 / 4
+
+    # Recall is identical for both models: exactly zero, p = 1, all ties.
+    recall = row(table, "Recall@100", "all", "all")
+    assert (recall["ci_low"], recall["ci_high"], recall["boot_median"]) == (0.0, 0.0, 0.0)
+    assert (recall["p_value"], recall["ties"], recall["share_above_zero"]) == (1.0, 6, 0.0)
+
+    assert table["holm_family"].unique().to_list() == [
+        "dataset=toy: 1 pair × 2 metrics × 6 slices = 12 tests"
+    ]
+    np.testing.assert_array_equal(table["p_holm"], holm_adjust(table["p_value"].to_numpy()))
+    assert set(table["seed"]) == {3} and set(table["n_resamples"]) == {2_000}
+    assert set(table["resampling"]) == {"query"}
+
+
+def test_swapping_baseline_negates_deltas_and_intervals():
+    forward = compare_models(per_query_table(), QUERIES, SETTINGS)
+    backward = compare_models(
+        per_query_table(), QUERIES, dataclasses.replace(SETTINGS, baseline="new")
+    )
+    np.testing.assert_array_equal(backward["mean_delta"], -forward["mean_delta"])
+    np.testing.assert_array_equal(backward["ci_low"], -forward["ci_high"])
+    np.testing.assert_array_equal(backward["ci_high"], -forward["ci_low"])
+    np.testing.assert_array_equal(backward["wins"], forward["losses"])
+
+
+def test_group_column_resamples_and_flips_whole_groups():
+    settings = dataclasses.replace(SETTINGS, group_column="session")
+    table = compare_models(per_query_table(), QUERIES, settings)
+    everything = row(table, "nDCG@10", "all", "all")
+    assert (everything["n"], everything["n_units"]) == (6, 3)
+    assert everything["resampling"] == "group:session"
+    # Group sums x 8: s1 = 1, s2 = 2, s3 = 5; |+-1 +-2 +-5| >= 8 only with one common sign.
+    assert everything["p_value"] == 2 / 8
+
+
+def test_all_pairs_and_slice_columns_absent_from_the_dataset():
+    settings = dataclasses.replace(
+        SETTINGS, all_pairs=True, slice_columns=("category", "answerable"), length_buckets=()
+    )
+    table = compare_models(per_query_table(models=("base", "new", "other")), QUERIES, settings)
+    assert table.select("model_a", "model_b").unique(maintain_order=True).rows() == [
+        ("base", "new"),
+        ("base", "other"),
+        ("new", "other"),
+    ]
+    assert set(table["slice_column"]) == {"all", "category"}
+    assert table["holm_family"][0] == "dataset=toy: 3 pairs × 2 metrics × 3 slices = 18 tests"
+
+
+def test_a_query_missing_in_one_model_is_an_error_naming_it():
+    with pytest.raises(ValueError, match=r"model 'new' has no rows for 1 queries .*\['q3'\]"):
+        compare_models(per_query_table(drop={("new", "q3")}), QUERIES, SETTINGS)
+    with pytest.raises(ValueError, match=r"model 'new' lacks 1 \(query, metric\) .*'q2' / nDCG@10"):
+        query_deltas(per_query_table(drop={("new", "q2", "nDCG@10")}), SETTINGS)
+
+
+def test_other_input_errors_say_what_to_fix():
+    with pytest.raises(ValueError, match="baseline model 'absent'"):
+        compare_models(per_query_table(), QUERIES, dataclasses.replace(SETTINGS, baseline="absent"))
+    with pytest.raises(ValueError, match="missing from the queries table"):
+        compare_models(per_query_table(), QUERIES.filter(pl.col("query_id") != "q6"), SETTINGS)
+    both_lack = {("base", "q1", "Recall@100"), ("new", "q1", "Recall@100")}
+    with pytest.raises(ValueError, match="every scored query needs every metric"):
+        compare_models(per_query_table(drop=both_lack), QUERIES, SETTINGS)
+    duplicated = pl.concat([per_query_table(), per_query_table().head(1)])
+    with pytest.raises(ValueError, match="repeat a"):
+        compare_models(duplicated, QUERIES, SETTINGS)
+    unknown_group = dataclasses.replace(SETTINGS, group_column="nope")
+    with pytest.raises(ValueError, match="group_column 'nope'"):
+        compare_models(per_query_table(), QUERIES, unknown_group)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"confidence": 1.5}, "confidence"),
+        ({"n_resamples": 10}, "too few"),
+        ({"tie_epsilon": -1.0}, "tie_epsilon"),
+        ({"min_slice_n": 0}, "min_slice_n"),
+        ({"length_buckets": (8, 4)}, "strictly increasing"),
+        ({"slice_columns": ("all",)}, "reserved"),
+    ],
+)
+def test_settings_are_validated(changes, message):
+    with pytest.raises(ValueError, match=message):
+        ComparisonSettings(baseline="base", **changes)
+
+
+def test_length_bucket_names():
+    assert length_bucket_names((4, 8, 16)) == ["<=4 words", "5-8 words", "9-16 words", ">16 words"]
+    assert length_bucket_names((1, 2)) == ["<=1 words", "2 words", ">2 words"]
+
+
+def test_regressions_list_worst_and_best_queries_with_their_documents():
+    qrels = pl.DataFrame(
+        {
+            "query_id": ["q4", "q4", "q4", "q5", "q6"],
+            "doc_id": ["d4", "d9", "d0", "d5", "d6"],
+            "relevance": [1, 2, 0, 1, 1],
+        }
+    )
+    runs = {
+        "base": pl.DataFrame(
+            {"query_id": ["q4", "q4", "q5"], "rank": [2, 1, 1], "doc_id": ["d1", "d4", "d7"]}
+        ),
+        "new": pl.DataFrame(
+            {"query_id": ["q4", "q5", "q6"], "rank": [1, 1, 1], "doc_id": ["d8", "d5", "d6"]}
+        ),
+    }
+    corpus = pl.DataFrame({"doc_id": ["d4", "d5", "d8"], "text": ["four", "five", "eight"]})
+    settings = dataclasses.replace(SETTINGS, worst_n=2)
+    listed = regressions(
+        per_query_table(), QUERIES, qrels, runs, settings, "nDCG@10", corpus=corpus
+    )
+    assert listed.select("direction", "rank", "query_id", "delta").rows() == [
+        ("regression", 1, "q4", -0.125),
+        ("improvement", 1, "q5", 0.375),  # tied with q6 on delta: query_id decides
+        ("improvement", 2, "q6", 0.375),
+    ]
+    worst = listed.row(0, named=True)
+    assert (worst["value_a"], worst["value_b"], worst["text"]) == (0.5, 0.375, "w w w w")
+    assert worst["gold_doc_ids"] == ["d9", "d4"]  # most relevant first, non-relevant d0 dropped
+    assert (worst["top1_a"], worst["top1_b"]) == ("d4", "d8")
+    assert (worst["top1_a_text"], worst["top1_b_text"]) == ("four", "eight")
+    assert listed.row(2, named=True)["top1_a"] is None  # base retrieved nothing for q6
+
+    long_runs = pl.concat([run.with_columns(model=pl.lit(m)) for m, run in runs.items()])
+    same = regressions(per_query_table(), QUERIES, qrels, long_runs, settings, "nDCG@10")
+    assert same.columns == listed.columns[:-2]
+    assert same["top1_b"].to_list() == listed["top1_b"].to_list()
+
+    with pytest.raises(ValueError, match="runs has no rows for models \\['new'\\]"):
+        regressions(per_query_table(), QUERIES, qrels, {"base": runs["base"]}, settings, "nDCG@10")
+    with pytest.raises(ValueError, match="metric 'MAP@10' is not in per_query"):
+        regressions(per_query_table(), QUERIES, qrels, runs, settings, "MAP@10")
+
+
+def test_a_dataset_with_only_the_baseline_gives_an_empty_typed_table():
+    table = compare_models(per_query_table(models=("base",)), QUERIES, SETTINGS)
+    assert table.is_empty()
+    assert table.schema == pl.Schema(COMPARISON_SCHEMA)
+
+
+def test_queries_with_a_dataset_column_serve_several_datasets():
+    second = per_query_table().with_columns(dataset=pl.lit("toy2"))
+    both = pl.concat([per_query_table(), second])
+    with pytest.raises(ValueError, match="no dataset column"):
+        compare_models(both, QUERIES, SETTINGS)
+    queries = pl.concat(
+        [QUERIES.with_columns(dataset=pl.lit(name)) for name in ("toy", "toy2")]
+    )
+    table = compare_models(both, queries, SETTINGS)
+    assert table["dataset"].unique(maintain_order=True).to_list() == ["toy", "toy2"]
+    # One Holm family per dataset: the two identical datasets get identical adjustments.
+    first, second = (table.filter(pl.col("dataset") == d) for d in ("toy", "toy2"))
+    np.testing.assert_array_equal(first["p_holm"], second["p_holm"])
+    assert second["holm_family"][0].startswith("dataset=toy2: 1 pair")
+
+
+def test_regressions_of_a_dataset_with_only_the_baseline_are_empty():
+    qrels = pl.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "relevance": [1]})
+    runs = {"base": pl.DataFrame({"query_id": ["q1"], "rank": [1], "doc_id": ["d1"]})}
+    alone = per_query_table(models=("base",))
+    listed = regressions(alone, QUERIES, qrels, runs, SETTINGS, "nDCG@10")
+    assert listed.is_empty()
+    assert "top1_b" in listed.columns
