@@ -2,10 +2,10 @@
 
 
 import dagster as dg
-import polars as pl
 
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
 from embedpyramid.reports import markdown_table
+from embedpyramid.store import read_frame
 from pipelines.partitions import dataset_partitions
 from resources import ProjectResource
 
@@ -24,7 +24,7 @@ def frozen_dataset(context: dg.AssetExecutionContext, project: ProjectResource) 
     name = context.partition_key
     frozen = freeze_dataset(name, load_configured_dataset(project.config, name), project.store.dataset_dir(name))
     problems = verify_frozen(frozen)
-    queries = pl.read_parquet(frozen.path("queries"))
+    queries = read_frame(frozen.path("queries"))
     slices = {
         column: markdown_table(queries.group_by(column).len("queries").sort("queries", descending=True))
         for column in frozen.manifest["slice_columns"]

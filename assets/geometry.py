@@ -2,7 +2,6 @@
 
 import dagster as dg
 
-from embedpyramid.geometry.norms import vector_norms
 from embedpyramid.geometry.level import (
     analyse_geometry,
     l1_dir,
@@ -13,6 +12,7 @@ from embedpyramid.geometry.level import (
     write_geometry,
     write_price,
 )
+from embedpyramid.geometry.norms import vector_norms
 from embedpyramid.reports import markdown_table, svg_markdown
 from pipelines.partitions import L1, group_fingerprint, model_dataset_partitions
 from resources import ProjectResource

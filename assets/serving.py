@@ -2,11 +2,11 @@
 
 import dagster as dg
 
-from embedpyramid.serving import IndexSpec
 from embedpyramid.hashing import sha256_json
+from embedpyramid.reports import markdown_table, svg_markdown
+from embedpyramid.serving import IndexSpec
 from embedpyramid.serving.level import FRONTIER_COLUMNS, evaluate_serving
 from embedpyramid.serving.level import serving_frontier as compute_frontier
-from embedpyramid.reports import markdown_table, svg_markdown
 from pipelines.partitions import (
     L4_FRONTIER,
     ann_asset_name,

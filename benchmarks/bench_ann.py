@@ -46,6 +46,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from faiss.contrib.evaluation import knn_intersection_measure  # noqa: E402
 
+from embedpyramid.retrieval.search import exact_topk  # noqa: E402
 from embedpyramid.serving import (  # noqa: E402
     BuiltIndex,
     IndexSpec,
@@ -61,7 +62,6 @@ from embedpyramid.serving import (  # noqa: E402
 )
 from embedpyramid.serving.index import indexed_vectors  # noqa: E402
 from embedpyramid.serving.vectors import binarize  # noqa: E402
-from embedpyramid.retrieval.search import exact_topk  # noqa: E402
 
 OVERHEAD_TARGET = 0.05
 EXACT_RATIO_TARGET = 0.8

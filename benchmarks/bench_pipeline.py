@@ -35,15 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dagster as dg  # noqa: E402
 import polars as pl  # noqa: E402
 
-from embedpyramid.serving import build_index, evaluate_spec, search_sweep  # noqa: E402
-from embedpyramid.stats.compare import compare_models, query_deltas, regressions  # noqa: E402
 from embedpyramid.config import ProjectConfig, load_config  # noqa: E402
 from embedpyramid.data import FrozenDataset, encoding_inputs, freeze_dataset, load_configured_dataset  # noqa: E402
 from embedpyramid.encode import encode_texts, load_encoder, postprocess  # noqa: E402
+from embedpyramid.geometry.normalization import normalization_price  # noqa: E402
 from embedpyramid.geometry.norms import geometry_report  # noqa: E402
 from embedpyramid.retrieval.metrics import evaluate_run  # noqa: E402
-from embedpyramid.geometry.normalization import normalization_price  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk, run_table  # noqa: E402
+from embedpyramid.serving import build_index, evaluate_spec, search_sweep  # noqa: E402
+from embedpyramid.stats.compare import compare_models, query_deltas, regressions  # noqa: E402
 from pipelines.runner import run_pipeline  # noqa: E402
 
 

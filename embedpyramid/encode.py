@@ -23,12 +23,11 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from embedpyramid.config import HubSource, ResolvedModel
 from embedpyramid.data import ENCODED_TABLE, EncodingInputs, FrozenDataset
-from embedpyramid.store import ArtifactStore, write_parquet
+from embedpyramid.store import ArtifactStore, read_table, read_table_metadata, write_parquet
 
 Kind = Literal["query", "document"]
 Progress = Callable[[int, int], None]
@@ -292,7 +291,7 @@ def vectors_to_table(
 
 def read_embeddings(path: Path) -> tuple[list[str], np.ndarray]:
     """Read an embedding table as (ids, float32 matrix) without copying the vector column."""
-    table = pq.read_table(path)
+    table = read_table(path)
     column = table.column("vector").combine_chunks()
     dim = column.type.list_size
     vectors = column.values.to_numpy(zero_copy_only=False).reshape(-1, dim)
@@ -301,13 +300,12 @@ def read_embeddings(path: Path) -> tuple[list[str], np.ndarray]:
 
 def read_token_counts(path: Path) -> np.ndarray | None:
     """Tokens per text of an embedding table, or None when the backend has no tokenizer."""
-    column = pq.read_table(path, columns=["tokens"]).column("tokens")
+    column = read_table(path, columns=["tokens"]).column("tokens")
     return None if column.null_count == len(column) else column.to_numpy()
 
 
 def read_embedding_metadata(path: Path) -> dict[str, Any]:
-    raw = pq.read_schema(path).metadata or {}
-    return json.loads(raw[b"embedpyramid"])
+    return read_table_metadata(path)
 
 
 def _cache_kind(kind: Kind, raw: bool) -> str:

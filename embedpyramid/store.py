@@ -1,7 +1,9 @@
-"""Where artefacts live under the data folder, and atomic writes.
+"""Where artefacts live under the data folder, atomic writes, and literal-path reads.
 
 Every write goes to a temporary file beside its target and is moved into place with
-``os.replace``: a crash or a bad input mid-way leaves what was already written intact.
+``os.replace``: a crash or a bad input mid-way leaves what was already written intact. Every
+Parquet read goes through :func:`read_frame` or :func:`read_table`, which take the path
+literally (a data folder named ``runs[1]`` is not a glob pattern).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -59,6 +62,22 @@ def write_with(writer: Callable[[Path], None], target: Path) -> Path:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_frame(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
+    """A Parquet file as a polars frame; the path is taken literally, never as a glob."""
+    return pl.read_parquet(path, columns=columns, glob=False)
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A Parquet file as an Arrow table."""
+    return pq.read_table(path, columns=columns)
+
+
+def read_table_metadata(path: Path) -> dict[str, Any]:
+    """The ``embedpyramid`` JSON a table carries in its Parquet schema metadata (conventions,
+    card, settings), read without the rows."""
+    return json.loads((pq.read_schema(path).metadata or {})[b"embedpyramid"])
 
 
 @dataclass(frozen=True)

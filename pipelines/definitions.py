@@ -17,8 +17,8 @@ from assets.geometry import norm_geometry, normalization_price
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.serving import serving_assets
 from assets.summary import comparisons, report_asset, results_db
-from embedpyramid.serving import load_ann_config
 from embedpyramid.config import ConfigError, load_config
+from embedpyramid.serving import load_ann_config
 from pipelines.partitions import DATASETS, partition_sync
 from resources import EncoderRegistry, ProjectResource
 

@@ -9,8 +9,8 @@ import dagster as dg
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import open_frozen
-from embedpyramid.hashing import sha256_json
 from embedpyramid.geometry.level import l1_dir
+from embedpyramid.hashing import sha256_json
 from embedpyramid.serving.level import serving_dir
 from embedpyramid.store import ArtifactStore
 

@@ -10,26 +10,30 @@ from pydantic import BaseModel, Field, ValidationError
 from embedpyramid.config.base import ConfigError, Strict, format_validation, named_section, read_yaml, resolve_path
 
 
-class ChatterbotDataset(Strict):
+class DatasetEntry(Strict):
+    """What every dataset entry declares, whatever its loader: query fields to slice by, whether
+    queries are also documents (self-hits are dropped), and the resampling group column."""
+
+    slices: list[str] = Field(default_factory=list)
+    drop_self_hits: bool = False
+    group_column: str | None = None
+
+
+class ChatterbotDataset(DatasetEntry):
     """The embedded default: chatterbot-corpus questions as queries, distinct answers as documents."""
 
     loader: Literal["chatterbot"]
     language: str = "english"
     categories: list[str] | None = None
     slices: list[str] = Field(default_factory=lambda: ["category"])
-    drop_self_hits: bool = False
-    group_column: str | None = None
 
 
-class BeirDataset(Strict):
+class BeirDataset(DatasetEntry):
     """A BEIR-format folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv."""
 
     loader: Literal["beir"]
     path: str
     split: str = "test"
-    slices: list[str] = Field(default_factory=list)
-    drop_self_hits: bool = False
-    group_column: str | None = None
 
 
 AnyDataset = ChatterbotDataset | BeirDataset

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from embedpyramid.hashing import sha256_json, sha256_table
-from embedpyramid.store import read_json, write_json, write_parquet
+from embedpyramid.store import read_json, read_table, write_json, write_parquet
 
 
 class DataError(ValueError):
@@ -55,7 +55,7 @@ class FrozenDataset:
         return self.directory / f"{table}.parquet"
 
     def read(self, table: str) -> pa.Table:
-        return pq.read_table(self.path(table))
+        return read_table(self.path(table))
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def verify_frozen(frozen: FrozenDataset) -> list[str]:
         if not path.is_file():
             problems.append(f"{path} is missing")
             continue
-        tables[table] = pq.read_table(path)
+        tables[table] = read_table(path)
         if sha256_table(tables[table]) != frozen.table_sha(table):
             problems.append(f"{path} does not match the sha256 in its manifest; re-freeze the dataset")
     if len(tables) == len(TABLES):

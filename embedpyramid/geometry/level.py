@@ -17,10 +17,10 @@ import polars as pl
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset, document_texts
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
-from embedpyramid.geometry.norms import GeometryReport, geometry_report, vector_norms
 from embedpyramid.geometry.normalization import BASELINE, NormalizationPrice, normalization_price
+from embedpyramid.geometry.norms import GeometryReport, geometry_report, vector_norms
 from embedpyramid.reports import Figure, ReportSection, histogram_svg
-from embedpyramid.store import ArtifactStore, read_json, write_json, write_parquet
+from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
 
 PRICE_METRICS = ("nDCG@10", "Recall@10", "MRR@10")
 
@@ -60,7 +60,7 @@ def price_normalization(config: ProjectConfig, dataset: str, raw: RawVectors, fr
     protocol, comparison = config.protocol, config.protocol.comparison
     return normalization_price(
         raw.queries, raw.documents, raw.query_ids, raw.doc_ids, raw.doc_chars,
-        pl.read_parquet(frozen.path("qrels")), protocol.measures(), protocol.conventions(config.dataset(dataset)),
+        read_frame(frozen.path("qrels")), protocol.measures(), protocol.conventions(config.dataset(dataset)),
         depth=protocol.depth, n_resamples=comparison.n_resamples, seed=comparison.seed,
         confidence=comparison.confidence, doc_block_size=protocol.search.doc_block_size,
         query_block_size=protocol.search.query_block_size,
@@ -111,7 +111,7 @@ def norm_histogram(document_norms: np.ndarray, query_norms: np.ndarray, title: s
 def report_section(directory: Path, model_key: str, dataset: str) -> ReportSection:
     """The L1 section of one (model, dataset) for the report, from its stored outputs."""
     geometry = read_json(directory / "geometry.json")
-    doc_norms, query_norms = (pl.read_parquet(directory / f"{kind}_norms.parquet")["norm"].to_numpy()
+    doc_norms, query_norms = (read_frame(directory / f"{kind}_norms.parquet")["norm"].to_numpy()
                               for kind in ("document", "query"))
     backend, norms = geometry["backend"], geometry["doc_norms"]
     if backend.get("stripped"):
@@ -142,10 +142,10 @@ def report_section(directory: Path, model_key: str, dataset: str) -> ReportSecti
         intro=intro,
         tables=(
             ("Price of each normalize × similarity combination (delta vs normalized + dot, paired bootstrap CI)",
-             price_table(pl.read_parquet(directory / "price.parquet"))),
+             price_table(read_frame(directory / "price.parquet"))),
             ("What each combination retrieves (top-10): overlap with the baseline, top-1 changes, length and norm "
              "of retrieved documents, pick ratio per length quintile vs the baseline",
-             pl.read_parquet(directory / "behaviour.parquet")),
+             read_frame(directory / "behaviour.parquet")),
             ("Length quintiles of the corpus (raw document norms)", pl.DataFrame(geometry["quintiles"]).select(
                 "quintile", "chars_min", "chars_max", "n", "mean_tokens", "mean_norm")),
         ),

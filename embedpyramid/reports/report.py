@@ -17,7 +17,6 @@ from pathlib import Path
 import polars as pl
 
 from embedpyramid.reports.svg import SVG_NAMESPACE, delta_histogram_svg, forest_plot_svg
-from embedpyramid.store import write_text
 from embedpyramid.reports.tables import (
     clip_text,
     comparison_summary,
@@ -27,6 +26,7 @@ from embedpyramid.reports.tables import (
     markdown_table,
     slice_summary,
 )
+from embedpyramid.store import write_text
 
 _PAIR_KEYS = ["dataset", "system", "model_a", "model_b"]
 _STYLE = """

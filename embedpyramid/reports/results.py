@@ -29,7 +29,6 @@ from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import write_with
 
 
-
 @dataclass(frozen=True)
 class EvaluatedPartition:
     """The artefacts of one (model, dataset) evaluation that go into the results database."""

@@ -15,6 +15,15 @@ from pathlib import Path
 
 import polars as pl
 
+from embedpyramid.config import ProjectConfig
+from embedpyramid.data import open_frozen
+from embedpyramid.geometry.level import l1_dir
+from embedpyramid.geometry.level import report_section as l1_section
+from embedpyramid.reports import ComparisonReport, ReportFiles, write_report
+from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
+from embedpyramid.retrieval.level import read_metrics_manifest
+from embedpyramid.serving.level import report_section as l4_section
+from embedpyramid.serving.level import serving_dir
 from embedpyramid.stats.compare import (
     COMPARISON_SCHEMA,
     DELTA_SCHEMA,
@@ -23,16 +32,7 @@ from embedpyramid.stats.compare import (
     query_deltas,
     regressions,
 )
-from embedpyramid.config import ProjectConfig
-from embedpyramid.data import open_frozen
-from embedpyramid.geometry.level import l1_dir
-from embedpyramid.geometry.level import report_section as l1_section
-from embedpyramid.serving.level import report_section as l4_section
-from embedpyramid.serving.level import serving_dir
-from embedpyramid.reports import ComparisonReport, ReportFiles, write_report
-from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
-from embedpyramid.retrieval.level import read_metrics_manifest
-from embedpyramid.store import ArtifactStore, write_parquet
+from embedpyramid.store import ArtifactStore, read_frame, write_parquet
 
 EXACT = "exact"
 COMPARISON_TABLES = ("comparisons", "regressions", "deltas")
@@ -72,7 +72,7 @@ class ComparisonTables:
 
 
 def read_comparison_tables(directory: Path) -> ComparisonTables:
-    tables = {name: pl.read_parquet(directory / f"{name}.parquet") for name in COMPARISON_TABLES}
+    tables = {name: read_frame(directory / f"{name}.parquet") for name in COMPARISON_TABLES}
     return ComparisonTables(**tables, skipped=[])
 
 
@@ -93,13 +93,13 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
             continue
         settings = config.comparison_settings(dataset)
         frozen = open_frozen(store.dataset_dir(dataset))
-        per_query = sort_metrics(pl.concat([pl.read_parquet(p.metrics_path) for p in evaluated]))
-        queries = pl.read_parquet(frozen.path("queries"))
+        per_query = sort_metrics(pl.concat([read_frame(p.metrics_path) for p in evaluated]))
+        queries = read_frame(frozen.path("queries"))
         parts["comparisons"].append(compare_models(per_query, queries, settings))
         parts["regressions"].append(regressions(
-            per_query, queries, pl.read_parquet(frozen.path("qrels")),
-            {p.model_key: pl.read_parquet(p.run_path) for p in evaluated}, settings, metric,
-            corpus=pl.read_parquet(frozen.path("corpus"), columns=["doc_id", "text"]),
+            per_query, queries, read_frame(frozen.path("qrels")),
+            {p.model_key: read_frame(p.run_path) for p in evaluated}, settings, metric,
+            corpus=read_frame(frozen.path("corpus"), columns=["doc_id", "text"]),
         ))
         parts["deltas"].append(query_deltas(per_query.filter(pl.col("metric") == metric), settings))
     schemas = {"comparisons": COMPARISON_SCHEMA, "regressions": REGRESSION_SCHEMA, "deltas": DELTA_SCHEMA}

@@ -16,14 +16,13 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from embedpyramid.config import SearchSettings
 from embedpyramid.data import FrozenDataset
 from embedpyramid.encode import read_embeddings
 from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
 from embedpyramid.retrieval.search import exact_topk, run_table
-from embedpyramid.store import write_parquet
+from embedpyramid.store import read_frame, read_table_metadata, write_parquet
 
 PER_QUERY_SCHEMA = {
     "dataset": pl.String, "model": pl.String, "system": pl.String,
@@ -87,11 +86,11 @@ def score_run(
 ) -> ScoredRun:
     """Evaluate a stored run against the frozen qrels over every frozen query."""
     evaluation = evaluate_run(
-        pl.read_parquet(run_path),
-        pl.read_parquet(frozen.path("qrels")),
+        read_frame(run_path),
+        read_frame(frozen.path("qrels")),
         measures,
         conventions,
-        query_ids=pl.read_parquet(frozen.path("queries"), columns=["query_id"])["query_id"].to_list(),
+        query_ids=read_frame(frozen.path("queries"), columns=["query_id"])["query_id"].to_list(),
     )
     per_query = evaluation.per_query.select(
         pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(system).alias("system"),
@@ -107,4 +106,4 @@ def write_scored_run(scored: ScoredRun, target: Path) -> Path:
 
 
 def read_metrics_manifest(path: Path) -> dict[str, Any]:
-    return json.loads((pq.read_schema(path).metadata or {})[b"embedpyramid"])
+    return read_table_metadata(path)

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
+from embedpyramid.retrieval.search import run_table
 from embedpyramid.serving.index import BuiltIndex
 from embedpyramid.serving.recall import ann_recall_at_k
 from embedpyramid.serving.sweep import SweepPoint
-from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
-from embedpyramid.retrieval.search import run_table
 from embedpyramid.stats import paired_bootstrap
 
 PER_QUERY_SCHEMA: dict[str, pl.DataType] = {

@@ -15,6 +15,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from embedpyramid.config import ProjectConfig, ResolvedModel
+from embedpyramid.data import FrozenDataset
+from embedpyramid.encode import cached_embedding_path, read_embeddings
+from embedpyramid.reports import Figure, ReportSection
 from embedpyramid.serving import (
     BuiltIndex,
     IndexSpec,
@@ -30,11 +34,7 @@ from embedpyramid.serving import (
     save_index,
     search_sweep,
 )
-from embedpyramid.config import ProjectConfig, ResolvedModel
-from embedpyramid.data import FrozenDataset
-from embedpyramid.encode import cached_embedding_path, read_embeddings
-from embedpyramid.reports import Figure, ReportSection
-from embedpyramid.store import ArtifactStore, write_parquet, write_text
+from embedpyramid.store import ArtifactStore, read_frame, write_parquet, write_text
 
 FRONTIER_COLUMNS = ("spec", "sweep_param", "sweep_value", "ann_recall", "qps", "p50_ms", "p95_ms",
                     "delta", "delta_ci_low", "delta_ci_high", "bytes_per_vector", "build_seconds")
@@ -46,7 +46,7 @@ def serving_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
 
 def exact_arrays(run_path: Path, doc_ids: list[str], n_queries: int) -> tuple[np.ndarray, np.ndarray]:
     """The stored exact run as (scores, document indices) of shape (n_queries, depth), in rank order."""
-    run = pl.read_parquet(run_path).sort("query_id", "rank")
+    run = read_frame(run_path).sort("query_id", "rank")
     depth = run.height // n_queries
     indices = run["doc_id"].replace_strict(doc_ids, range(len(doc_ids)), return_dtype=pl.Int64).to_numpy()
     return run["score"].to_numpy().reshape(n_queries, depth), indices.reshape(n_queries, depth)
@@ -86,11 +86,11 @@ def evaluate_serving(
     exact_scores, exact_indices = exact_arrays(store.run_dir(dataset, model.key) / "exact.parquet", doc_ids, len(query_ids))
     group_column, groups = config.dataset(dataset).group_column, None
     if group_column is not None:
-        queries_table = pl.read_parquet(frozen.path("queries"), columns=["query_id", group_column])
+        queries_table = read_frame(frozen.path("queries"), columns=["query_id", group_column])
         groups = dict(zip(queries_table["query_id"], queries_table[group_column], strict=True))
     evaluation = evaluate_spec(
         built, points, exact_scores=exact_scores, exact_indices=exact_indices, queries=queries, documents=documents,
-        query_ids=query_ids, doc_ids=doc_ids, qrels=pl.read_parquet(frozen.path("qrels")),
+        query_ids=query_ids, doc_ids=doc_ids, qrels=read_frame(frozen.path("qrels")),
         measures=settings.measure_objects(), conventions=config.protocol.conventions(config.dataset(dataset)),
         delta_metric=settings.delta_metric, n_resamples=comparison.n_resamples, confidence=comparison.confidence,
         bootstrap_seed=comparison.seed, query_groups=groups,
@@ -117,7 +117,7 @@ def serving_frontier(config: ProjectConfig, store: ArtifactStore, dataset: str, 
     target recalls; written beside the specs' results."""
     assert config.ann is not None, "L4 needs configs/ann.yaml"
     directory = serving_dir(store, dataset, model_key)
-    summaries = [pl.read_parquet(directory / spec.name / "summary.parquet") for spec in config.ann.specs
+    summaries = [read_frame(directory / spec.name / "summary.parquet") for spec in config.ann.specs
                  if (directory / spec.name / "summary.parquet").is_file()]
     if not summaries:
         raise FileNotFoundError(f"{directory}: no evaluated index spec; materialize the ann_* assets first")
@@ -140,7 +140,7 @@ def serving_frontier(config: ProjectConfig, store: ArtifactStore, dataset: str, 
 def report_section(store: ArtifactStore, dataset: str, model_key: str) -> ReportSection:
     """The L4 section of one (model, dataset) for the report, from its stored frontier."""
     directory = serving_dir(store, dataset, model_key)
-    summary = pl.read_parquet(directory / "summary.parquet")
+    summary = read_frame(directory / "summary.parquet")
     k = int(summary["k"][0])
     delta_metric = summary["delta_metric"][0]
     return ReportSection(
@@ -152,8 +152,8 @@ def report_section(store: ArtifactStore, dataset: str, model_key: str) -> Report
             f"{int(summary['batch_size'][0])}, latency p50/p95 at batch 1, build seconds, bytes per vector."
         ),
         tables=(
-            ("Recall/QPS frontier", pl.read_parquet(directory / "frontier.parquet").select(FRONTIER_COLUMNS)),
-            ("QPS at target recall", pl.read_parquet(directory / "qps_at_recall.parquet")),
+            ("Recall/QPS frontier", read_frame(directory / "frontier.parquet").select(FRONTIER_COLUMNS)),
+            ("QPS at target recall", read_frame(directory / "qps_at_recall.parquet")),
             ("Every sweep point", summary.select(*FRONTIER_COLUMNS, "index_bytes", "peak_rss_bytes", "factory", "seed")),
         ),
         figures=(Figure(f"frontier-{dataset}-{model_key.replace('@', '-')}", f"ANN recall vs QPS of {model_key}",

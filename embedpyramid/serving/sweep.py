@@ -17,10 +17,10 @@ import faiss
 import numpy as np
 import pyarrow as pa
 
+from embedpyramid.retrieval.search import run_table
 from embedpyramid.serving.index import BuiltIndex, indexed_vectors, thread_limit
 from embedpyramid.serving.specs import IndexSpec
 from embedpyramid.serving.vectors import Int8Vectors, binarize, exact_search, order_rows, pair_scores
-from embedpyramid.retrieval.search import run_table
 
 Search = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 

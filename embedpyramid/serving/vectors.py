@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedpyramid.serving.specs import Metric
 from embedpyramid.retrieval.search import exact_topk
+from embedpyramid.serving.specs import Metric
 
 INT8_LEVELS = 127
 

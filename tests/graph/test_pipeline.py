@@ -3,12 +3,12 @@
 import re
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import numpy as np
 import polars as pl
 import pytest
 import yaml
-import dagster as dg
 
 from embedpyramid.cli import main
 from embedpyramid.config import load_config
@@ -183,7 +183,7 @@ def small_run(write_configs, small_chatterbot, models, instance, data, folder):
 
 def test_only_what_a_change_touches_is_recomputed(write_configs, default_models, small_chatterbot, tmp_path):
     instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
-    minilm, use = default_models["minilm-l6"], default_models["use-m3"]
+    minilm = default_models["minilm-l6"]
     first = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
     use_key = load_config(tmp_path / "c1").models["use-m3"].key
     assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 6

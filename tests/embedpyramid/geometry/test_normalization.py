@@ -2,7 +2,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from embedpyramid.retrieval.metrics import MetricConventions, default_measures
 from embedpyramid.geometry.normalization import (
     ALL_VARIANTS,
     BASELINE,
@@ -14,6 +13,7 @@ from embedpyramid.geometry.normalization import (
     pick_ratios,
     variant_topk,
 )
+from embedpyramid.retrieval.metrics import MetricConventions, default_measures
 from embedpyramid.retrieval.search import exact_topk
 
 

@@ -6,7 +6,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from embedpyramid.stats.compare import ComparisonSettings, compare_models, query_deltas, regressions
 from embedpyramid.reports import (
     ComparisonReport,
     Figure,
@@ -24,6 +23,7 @@ from embedpyramid.reports import (
     slice_summary,
     write_report,
 )
+from embedpyramid.stats.compare import ComparisonSettings, compare_models, query_deltas, regressions
 
 SVG = "{http://www.w3.org/2000/svg}"
 BASELINE, CHALLENGER = "base", "tuned <v2> & co"  # a name that needs escaping everywhere

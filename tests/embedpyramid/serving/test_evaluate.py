@@ -2,10 +2,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from embedpyramid.serving import build_index, evaluate_spec, search_sweep
-from embedpyramid.serving.evaluate import PER_QUERY_SCHEMA, SUMMARY_SCHEMA
 from embedpyramid.retrieval.metrics import evaluate_run, parse_measure
 from embedpyramid.retrieval.search import exact_topk, run_table
+from embedpyramid.serving import build_index, evaluate_spec, search_sweep
+from embedpyramid.serving.evaluate import PER_QUERY_SCHEMA, SUMMARY_SCHEMA
 
 MEASURES = [parse_measure(m) for m in ("nDCG@10", "Recall@10", "MRR@10", "P@5")]
 COST_COLUMNS = ["build_seconds", "peak_rss_bytes", "qps", "p50_ms", "p95_ms"]

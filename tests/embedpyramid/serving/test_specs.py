@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from embedpyramid.serving import check_metric, index_file_name, load_ann_config, nlist_for, resolve_factory
 from embedpyramid.config import ConfigError
+from embedpyramid.serving import check_metric, index_file_name, load_ann_config, nlist_for, resolve_factory
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "ann.yaml"
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from embedpyramid.serving import ann_recall_at_k, build_index, exact_search, search_sweep
 from embedpyramid.retrieval.search import exact_topk
+from embedpyramid.serving import ann_recall_at_k, build_index, exact_search, search_sweep
 
 SEARCH = {"batch_size": 32, "latency_queries": 10, "seed": 0}
 

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from embedpyramid.retrieval.search import exact_topk
 from embedpyramid.serving import Int8Vectors, exact_search, truncate_and_normalize
 from embedpyramid.serving.vectors import binarize, order_rows
-from embedpyramid.retrieval.search import exact_topk
 
 
 def test_truncation_keeps_the_leading_coordinates_and_renormalizes():

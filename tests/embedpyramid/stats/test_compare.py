@@ -4,6 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from embedpyramid.stats import holm_adjust
 from embedpyramid.stats.compare import (
     COMPARISON_SCHEMA,
     ComparisonSettings,
@@ -12,7 +13,6 @@ from embedpyramid.stats.compare import (
     query_deltas,
     regressions,
 )
-from embedpyramid.stats import holm_adjust
 
 # Dyadic values keep every delta and mean exact in floating point.
 NDCG = {
