@@ -7,7 +7,7 @@ from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
 from embedpyramid.reports import markdown_table
 from embedpyramid.retrieval.level import score_run, search_embeddings, write_scored_run
-from embedpyramid.retrieval.search import write_trec_run
+from embedpyramid.retrieval.trec import write_trec_run
 from embedpyramid.store import write_parquet
 from pipelines.partitions import L2, group_fingerprint, model_dataset_partitions
 from resources import ProjectResource

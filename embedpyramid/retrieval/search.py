@@ -8,13 +8,10 @@ ties go to the smaller doc_id — the convention every metric in this project as
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import torch
-
-from embedpyramid.store import atomic_path
 
 RUN_SCHEMA = pa.schema([
     ("query_id", pa.string()), ("rank", pa.int32()), ("doc_id", pa.string()), ("score", pa.float32()),
@@ -112,16 +109,3 @@ def run_table(query_ids: Sequence[str], doc_ids: Sequence[str], scores: np.ndarr
         },
         schema=RUN_SCHEMA,
     )
-
-
-def write_trec_run(run: pa.Table, target: Path, tag: str) -> Path:
-    """Export a run as a TREC run file: ``query_id Q0 doc_id rank score tag``.
-
-    trec_eval re-sorts by score and breaks ties by doc id descending; scores here are exact
-    float32 values printed with 9 significant digits, so tied documents stay tied there.
-    """
-    columns = [run.column(name).to_pylist() for name in ("query_id", "doc_id", "rank", "score")]
-    with atomic_path(target) as temporary, temporary.open("w", encoding="utf-8") as handle:
-        for query_id, doc_id, rank, score in zip(*columns, strict=True):
-            handle.write(f"{query_id} Q0 {doc_id} {rank} {score:.9g} {tag}\n")
-    return target

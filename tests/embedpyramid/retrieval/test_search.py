@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from embedpyramid.retrieval.search import exact_topk, run_table, write_trec_run
+from embedpyramid.retrieval.search import exact_topk, run_table
 
 
 def brute_force(queries: np.ndarray, documents: np.ndarray, k: int) -> list[list[int]]:
@@ -33,12 +33,9 @@ def test_depth_is_capped_by_the_corpus_and_dimensions_must_match():
         exact_topk(np.ones((1, 3), np.float32), np.ones((2, 4), np.float32), 1)
 
 
-def test_run_table_and_trec_export(tmp_path):
+def test_run_table():
     scores = np.array([[0.9, 0.5], [0.7, 0.7]], np.float32)
     indices = np.array([[1, 0], [0, 1]])
     run = run_table(["q1", "q2"], ["d1", "d2"], scores, indices)
     assert run.to_pylist()[0] == {"query_id": "q1", "rank": 1, "doc_id": "d2", "score": pytest.approx(0.9)}
     assert run["rank"].to_pylist() == [1, 2, 1, 2]
-    lines = write_trec_run(run, tmp_path / "run.trec", tag="m@1").read_text().splitlines()
-    assert lines[0] == "q1 Q0 d2 1 0.899999976 m@1"
-    assert lines[3] == "q2 Q0 d2 2 0.699999988 m@1"
