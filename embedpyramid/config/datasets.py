@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from embedpyramid.config.base import ConfigError, Strict, format_validation, named_section, read_yaml, resolve_path
 
@@ -27,6 +27,20 @@ class ChatterbotDataset(DatasetEntry):
     categories: list[str] | None = None
     slices: list[str] = Field(default_factory=lambda: ["category"])
 
+    QUERY_FIELDS: ClassVar[tuple[str, ...]] = ("category",)
+    """The query fields this loader produces besides ``query_id`` and ``text``."""
+
+    @model_validator(mode="after")
+    def _fields_exist(self) -> ChatterbotDataset:
+        wanted = [*self.slices, *([self.group_column] if self.group_column else [])]
+        missing = [column for column in wanted if column not in self.QUERY_FIELDS]
+        if missing:
+            raise ValueError(
+                f"slice/group columns {missing} are not query fields of the chatterbot loader; "
+                f"fields that exist: {', '.join(self.QUERY_FIELDS)}"
+            )
+        return self
+
 
 class BeirDataset(DatasetEntry):
     """A BEIR-format folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv."""
@@ -37,15 +51,21 @@ class BeirDataset(DatasetEntry):
 
 
 AnyDataset = ChatterbotDataset | BeirDataset
-DatasetSpec = Annotated[AnyDataset, Field(discriminator="loader")]
+LOADERS: dict[str, type[AnyDataset]] = {"chatterbot": ChatterbotDataset, "beir": BeirDataset}
 
 
 def load_datasets(directory: Path) -> dict[str, AnyDataset]:
     path = directory / "datasets.yaml"
     datasets: dict[str, AnyDataset] = {}
     for name, raw in named_section(path, read_yaml(path), "datasets").items():
+        loader = raw.get("loader") if isinstance(raw, dict) else None
+        if not isinstance(loader, str) or loader not in LOADERS:
+            given = "is missing" if loader is None else f"{loader!r} is not a loader"
+            raise ConfigError(
+                f"{path}: datasets.{name}.loader {given}; allowed: {', '.join(map(repr, LOADERS))}"
+            )
         try:
-            spec = _DatasetAdapter.model_validate({"spec": raw}).spec
+            spec = LOADERS[loader].model_validate(raw)
         except ValidationError as error:
             raise format_validation(path, f"datasets.{name}", error) from None
         if isinstance(spec, BeirDataset) and not resolve_path(directory, spec.path).is_dir():
@@ -55,7 +75,3 @@ def load_datasets(directory: Path) -> dict[str, AnyDataset]:
             )
         datasets[name] = spec
     return datasets
-
-
-class _DatasetAdapter(BaseModel):
-    spec: DatasetSpec

