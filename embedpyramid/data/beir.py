@@ -10,23 +10,32 @@ from typing import Any
 import pyarrow as pa
 
 from embedpyramid.config import BeirDataset
+from embedpyramid.config.base import decode_utf8
 from embedpyramid.data.frozen import CORPUS_SCHEMA, QRELS_SCHEMA, DataError, RawDataset, select_query_columns
+from embedpyramid.retrieval.trec import trec_id_problem
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The lines of a UTF-8 file with their numbers (a byte-order mark is dropped); invalid UTF-8
+    is an error naming the file and the line."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            yield number, decode_utf8(raw, path, DataError, line=number)
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise DataError(f"{path}: file not found; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DataError(f"{path}:{number}: malformed JSON ({error.msg}); fix or remove the line") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            yield number, record
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path}:{number}: malformed JSON ({error.msg}); fix or remove the line") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        yield number, record
 
 
 def _record_id(path: Path, number: int, record: dict[str, Any], seen: dict[str, int]) -> str:
@@ -34,16 +43,31 @@ def _record_id(path: Path, number: int, record: dict[str, Any], seen: dict[str, 
     if raw is None or str(raw).strip() == "":
         raise DataError(f"{path}:{number}: missing '_id'")
     identifier = str(raw)
+    problem = trec_id_problem(identifier)
+    if problem is not None:
+        raise DataError(f"{path}:{number}: id {identifier!r} cannot be used: {problem} (runs are exported as "
+                        "TREC files); rename it here and in the qrels")
     if identifier in seen:
         raise DataError(f"{path}:{number}: duplicate id {identifier!r} (first on line {seen[identifier]}); ids must be unique")
     seen[identifier] = number
     return identifier
 
 
+def qrels_path(folder: Path, spec: BeirDataset) -> Path:
+    """The judgements of the configured split: ``qrels/<split>.tsv``."""
+    return folder / "qrels" / f"{spec.split}.tsv"
+
+
 def load_beir(folder: Path, spec: BeirDataset) -> RawDataset:
     """Read a BEIR folder; only the queries judged in ``qrels/<split>.tsv`` are kept."""
     corpus_path, queries_path = folder / "corpus.jsonl", folder / "queries.jsonl"
-    qrels_path = folder / "qrels" / f"{spec.split}.tsv"
+    judgements = qrels_path(folder, spec)
+    if not judgements.is_file():
+        splits = sorted(path.stem for path in (folder / "qrels").glob("*.tsv"))
+        raise DataError(
+            f"{judgements}: file not found; split {spec.split!r} does not exist in {folder}; "
+            f"splits that exist: {', '.join(splits) or 'none (qrels/ holds no <split>.tsv)'} (set split: in datasets.yaml)"
+        )
     seen: dict[str, int] = {}
     docs: list[tuple[str, str, str]] = []
     for number, record in _jsonl(corpus_path):
@@ -61,7 +85,7 @@ def load_beir(folder: Path, spec: BeirDataset) -> RawDataset:
             raise DataError(f"{queries_path}:{number}: query {query_id!r} has an empty text")
         metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
         query_records[query_id] = {**metadata, **record, "query_id": query_id, "text": text}
-    qrels = _read_qrels(qrels_path, query_records.keys(), seen.keys())
+    qrels = _read_qrels(judgements, query_records.keys(), seen.keys())
     judged = sorted({query_id for query_id, _, _ in qrels})
     docs.sort()
     corpus = pa.table(
@@ -70,8 +94,16 @@ def load_beir(folder: Path, spec: BeirDataset) -> RawDataset:
     )
     extra = list(dict.fromkeys([*spec.slices, *([spec.group_column] if spec.group_column else [])]))
     columns: dict[str, list[Any]] = {"query_id": judged, "text": [query_records[q]["text"] for q in judged]}
+    missing_values: dict[str, int] = {}
     for column in extra:
         values = [query_records[q].get(column) for q in judged]
+        if all(value is None for value in values):
+            fields = sorted({key for q in judged for key in query_records[q]} - {"_id", "query_id", "text", "metadata"})
+            raise DataError(
+                f"{queries_path}: slice/group field {column!r} is set on none of the {len(judged)} judged queries; "
+                f"fields that exist (top level or under metadata): {', '.join(fields) or 'none'}"
+            )
+        missing_values[column] = sum(value is None for value in values)
         columns[column] = [None if value is None else str(value) for value in values]
     query_table = pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
     qrels.sort()
@@ -82,36 +114,34 @@ def load_beir(folder: Path, spec: BeirDataset) -> RawDataset:
     source = {
         "loader": "beir", "path": str(folder), "split": spec.split,
         "unjudged_queries_dropped": len(query_records) - len(judged),
+        "queries_without_slice_value": missing_values,
     }
     return RawDataset(corpus, select_query_columns(query_table, spec.slices, spec.group_column, str(queries_path)), qrels_table, source)
 
 
 def _read_qrels(path: Path, query_ids: Any, doc_ids: Any) -> list[tuple[str, str, int]]:
-    if not path.is_file():
-        raise DataError(f"{path}: file not found; BEIR qrels live in qrels/<split>.tsv (query-id, corpus-id, score)")
     known_queries, known_docs = set(query_ids), set(doc_ids)
     rows: dict[tuple[str, str], int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.rstrip("\n").split("\t")
-            if number == 1 and fields[:2] == ["query-id", "corpus-id"]:
-                continue
-            if not line.strip():
-                continue
-            if len(fields) != 3:
-                raise DataError(f"{path}:{number}: expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}")
-            query_id, doc_id, score = fields
-            try:
-                relevance = int(score)
-            except ValueError:
-                raise DataError(f"{path}:{number}: score {score!r} is not an integer grade") from None
-            if query_id not in known_queries:
-                raise DataError(f"{path}:{number}: query id {query_id!r} is not in queries.jsonl; fix the id or add the query")
-            if doc_id not in known_docs:
-                raise DataError(f"{path}:{number}: document id {doc_id!r} is not in corpus.jsonl; fix the id or add the document")
-            if (query_id, doc_id) in rows:
-                raise DataError(f"{path}:{number}: duplicate judgement for ({query_id!r}, {doc_id!r})")
-            rows[(query_id, doc_id)] = relevance
+    for number, line in _lines(path):
+        fields = line.rstrip("\r\n").split("\t")
+        if number == 1 and fields[:2] == ["query-id", "corpus-id"]:
+            continue
+        if not line.strip():
+            continue
+        if len(fields) != 3:
+            raise DataError(f"{path}:{number}: expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}")
+        query_id, doc_id, score = fields
+        try:
+            relevance = int(score)
+        except ValueError:
+            raise DataError(f"{path}:{number}: score {score!r} is not an integer grade") from None
+        if query_id not in known_queries:
+            raise DataError(f"{path}:{number}: query id {query_id!r} is not in queries.jsonl; fix the id or add the query")
+        if doc_id not in known_docs:
+            raise DataError(f"{path}:{number}: document id {doc_id!r} is not in corpus.jsonl; fix the id or add the document")
+        if (query_id, doc_id) in rows:
+            raise DataError(f"{path}:{number}: duplicate judgement for ({query_id!r}, {doc_id!r})")
+        rows[(query_id, doc_id)] = relevance
     if not rows:
         raise DataError(f"{path}: no judgements; the split has nothing to evaluate")
     return [(q, d, r) for (q, d), r in rows.items()]

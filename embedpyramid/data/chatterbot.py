@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import yaml
 
 from embedpyramid.config import ChatterbotDataset
+from embedpyramid.config.base import decode_utf8
 from embedpyramid.data.frozen import CORPUS_SCHEMA, QRELS_SCHEMA, DataError, RawDataset, select_query_columns
 
 # libyaml's safe loader parses the corpus ~10x faster than the pure-Python one, when present.
@@ -30,6 +32,23 @@ def chatterbot_directory(language: str) -> Path:
         available = sorted(p.name for p in folder.parent.iterdir() if p.is_dir())
         raise DataError(f"chatterbot-corpus has no language {language!r}; available: {', '.join(available)}")
     return folder
+
+
+def _read_corpus_file(path: Path) -> dict[str, Any]:
+    try:
+        content = yaml.load(decode_utf8(path.read_bytes(), path, DataError), Loader=_YAML_LOADER)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise DataError(
+            f"{path}{line}: not valid YAML ({getattr(error, 'problem', None) or error}); "
+            "reinstall chatterbot-corpus (pip install --force-reinstall chatterbot-corpus)"
+        ) from None
+    if content is None:
+        return {}
+    if not isinstance(content, dict):
+        raise DataError(f"{path}: expected a mapping with 'categories' and 'conversations', got {type(content).__name__}")
+    return content
 
 
 def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
@@ -57,7 +76,7 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
     pairs: set[tuple[str, str]] = set()
     skipped: list[str] = []
     for path in files:
-        content = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER) or {}
+        content = _read_corpus_file(path)
         declared = content.get("categories") or [path.stem]
         category = str(declared[0])
         for index, conversation in enumerate(content.get("conversations") or []):
@@ -79,7 +98,8 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
         schema=CORPUS_SCHEMA,
     )
     query_rows = [queries[q] for q in sorted(queries)]
-    query_table = pa.table({column: [row[column] for row in query_rows] for column in ("query_id", "text", "category")})
+    query_table = pa.table({column: [row[column] for row in query_rows]
+                            for column in ("query_id", "text", *ChatterbotDataset.QUERY_FIELDS)})
     ordered = sorted(pairs)
     qrels = pa.table(
         {"query_id": [q for q, _ in ordered], "doc_id": [d for _, d in ordered], "relevance": [1] * len(ordered)},
@@ -89,4 +109,4 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
         raise DataError(f"{folder}: no usable conversations in {', '.join(p.name for p in files)}")
     source = {"loader": "chatterbot", "language": spec.language, "files": [p.name for p in files],
               "skipped_conversations": skipped}
-    return RawDataset(corpus, select_query_columns(query_table, spec.slices, spec.group_column, "chatterbot"), qrels, source)
+    return RawDataset(corpus, select_query_columns(query_table, spec.slices, spec.group_column, f"chatterbot-corpus {folder}"), qrels, source)

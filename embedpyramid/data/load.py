@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import pyarrow.compute as pc
+
 from embedpyramid.config import ChatterbotDataset, ProjectConfig
-from embedpyramid.data.beir import load_beir
+from embedpyramid.data.beir import load_beir, qrels_path
 from embedpyramid.data.chatterbot import load_chatterbot
-from embedpyramid.data.frozen import RawDataset
+from embedpyramid.data.frozen import DataError, RawDataset
 
 
 def load_configured_dataset(config: ProjectConfig, name: str) -> RawDataset:
-    """Load dataset ``name`` of a config folder with its loader."""
+    """Load dataset ``name`` of a config folder with its loader.
+
+    A dataset none of whose judgements reaches the protocol's ``relevance_threshold`` is refused
+    here: every query would be excluded from every metric, and nothing downstream could be priced.
+    """
     spec = config.dataset(name)
     if isinstance(spec, ChatterbotDataset):
-        return load_chatterbot(spec)
-    return load_beir(config.beir_path(spec), spec)
+        raw, judgements = load_chatterbot(spec), f"chatterbot-corpus {spec.language}"
+    else:
+        raw, judgements = load_beir(config.beir_path(spec), spec), str(qrels_path(config.beir_path(spec), spec))
+    threshold = config.protocol.relevance_threshold
+    grades = raw.qrels.column("relevance")
+    if pc.max(grades).as_py() < threshold:
+        present = ", ".join(str(grade) for grade in pc.unique(grades).sort().to_pylist())
+        raise DataError(
+            f"{judgements}: dataset {name!r} has no judgement with grade >= {threshold} (grades present: {present}), "
+            "so every query would be excluded; add relevant judgements or lower relevance_threshold in protocol.yaml"
+        )
+    return raw

@@ -136,3 +136,92 @@ def test_bad_input_leaves_the_frozen_dataset_intact(tmp_path, write_configs):
         freeze_dataset("toy", load_configured_dataset(config, "toy"), tmp_path / "frozen")
     assert {path.name: path.read_bytes() for path in (tmp_path / "frozen").iterdir()} == before
     assert verify_frozen(open_frozen(tmp_path / "frozen")) == [] and frozen.version == open_frozen(tmp_path / "frozen").version
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        ("corpus.jsonl", b'{"_id": "d1", "text": "Dogs bark."}\n{"_id": "d2", "text": "caf\xe9"}\n',
+         r"corpus\.jsonl:2: not valid UTF-8 \(byte 0xe9 at column 27\); save the file as UTF-8$"),
+        ("queries.jsonl", b'{"_id": "q1", "text": "what do dogs do"}\n\n\xff\n',
+         r"queries\.jsonl:3: not valid UTF-8 \(byte 0xff at column 1\)"),
+        ("qrels/test.tsv", b"query-id\tcorpus-id\tscore\nq1\td1\t2\nq2\td\x80\t1\n", r"test\.tsv:3: not valid UTF-8 \(byte 0x80"),
+    ],
+)
+def test_invalid_utf8_names_file_and_line(tmp_path, file, content, message):
+    folder = write_beir(tmp_path, CORPUS, QUERIES, QRELS)
+    (folder / file).write_bytes(content)
+    with pytest.raises(DataError, match=message) as error:
+        load_beir(folder, BEIR)
+    assert str(error.value).startswith(str(folder / file))
+
+
+def test_byte_order_marks_are_dropped(tmp_path):
+    folder = write_beir(tmp_path, CORPUS, QUERIES, QRELS)
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        (folder / name).write_bytes(b"\xef\xbb\xbf" + (folder / name).read_bytes())
+    raw = load_beir(folder, BEIR)
+    assert raw.qrels.num_rows == 3 and raw.corpus["doc_id"].to_pylist() == ["d1", "d2", "d3"]
+
+
+def test_missing_split_lists_the_splits_that_exist(tmp_path):
+    folder = write_beir(tmp_path, CORPUS, QUERIES, QRELS)
+    (folder / "qrels" / "dev.tsv").write_text(QRELS)
+    with pytest.raises(DataError, match=r"qrels/train\.tsv: file not found; split 'train' does not exist in .*; "
+                                        r"splits that exist: dev, test \(set split: in datasets\.yaml\)$"):
+        load_beir(folder, BeirDataset(loader="beir", path=".", split="train"))
+
+
+def test_dataset_without_relevant_judgements_is_refused_at_load(tmp_path, write_configs):
+    folder = write_beir(tmp_path / "beir", CORPUS, QUERIES, "q1\td1\t0\nq2\td2\t0\n")
+    config = load_config(write_configs(datasets={"toy": {"loader": "beir", "path": str(folder)}}))
+    with pytest.raises(DataError, match=r"qrels/test\.tsv: dataset 'toy' has no judgement with grade >= 1 \(grades present: "
+                                        r"0\), so every query would be excluded; add relevant judgements or lower "
+                                        r"relevance_threshold in protocol\.yaml$"):
+        load_configured_dataset(config, "toy")
+    protocol = {"relevance_threshold": 2}
+    chat = {"chat": {"loader": "chatterbot", "categories": ["ai"]}}
+    config = load_config(write_configs("strict", datasets=chat, protocol=protocol))
+    with pytest.raises(DataError, match=r"chatterbot-corpus english: dataset 'chat' has no judgement with grade >= 2 "
+                                        r"\(grades present: 1\)"):
+        load_configured_dataset(config, "chat")
+
+
+def test_beir_slice_field_no_judged_query_has_is_refused(tmp_path):
+    folder = write_beir(tmp_path, CORPUS, QUERIES, QRELS)
+    with pytest.raises(DataError, match=r"queries\.jsonl: slice/group field 'lang' is set on none of the 2 judged queries; "
+                                        r"fields that exist \(top level or under metadata\): topic$"):
+        load_beir(folder, BeirDataset(loader="beir", path=".", slices=["topic", "lang"]))
+    # a field some queries lack is kept: those queries fall in the missing-value slice, counted in the manifest
+    queries = [QUERIES[0], {"_id": "q2", "text": "purring animals"}]
+    raw = load_beir(write_beir(tmp_path / "partial", CORPUS, queries, QRELS), BEIR)
+    assert raw.queries["topic"].to_pylist() == ["dogs", None]
+    assert raw.source["queries_without_slice_value"] == {"topic": 1}
+
+
+@pytest.mark.parametrize("bad_id", ["d 4", "d\t4", "d4\u2028"])
+def test_ids_that_cannot_be_written_to_a_trec_run_are_refused_at_load(tmp_path, bad_id):
+    folder = write_beir(tmp_path, [*CORPUS, {"_id": bad_id, "text": "Fish swim."}], QUERIES, QRELS)
+    with pytest.raises(DataError, match=r"corpus\.jsonl:4: id .* cannot be used: it contains whitespace, which separates "
+                                        r"the columns of TREC files \(runs are exported as TREC files\); rename it here "
+                                        r"and in the qrels$"):
+        load_beir(folder, BEIR)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"categories:\n- tiny\nconversations:\n- - Hi\n  - caf\xe9\n", r"tiny\.yml:5: not valid UTF-8 \(byte 0xe9"),
+        (b"categories: [tiny\nconversations:\n", r"tiny\.yml:\d+: not valid YAML \(.*\); reinstall chatterbot-corpus"),
+        (b"- just\n- a list\n", r"tiny\.yml: expected a mapping with 'categories' and 'conversations', got list"),
+    ],
+)
+def test_broken_chatterbot_files_name_the_file_and_line(tmp_path, monkeypatch, content, message):
+    # A chatterbot_corpus folder earlier on the path is the one the loader locates (it never imports it).
+    data = tmp_path / "chatterbot_corpus" / "data" / "english"
+    data.mkdir(parents=True)
+    (tmp_path / "chatterbot_corpus" / "__init__.py").write_text("")
+    (data / "tiny.yml").write_bytes(content)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DataError, match=message):
+        load_chatterbot(chatterbot())
