@@ -16,6 +16,7 @@ empty until two models are evaluated on a dataset). ``model`` is always the part
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ import duckdb
 import polars as pl
 
 from embedpyramid.retrieval.metrics import parse_measure
-from embedpyramid.store import write_with
+from embedpyramid.store import read_table, write_with
 
 
 @dataclass(frozen=True)
@@ -61,17 +62,27 @@ def build_results_db(
 
     def write(path: Path) -> None:
         with duckdb.connect(str(path)) as con:
-            con.execute(f"CREATE TABLE t_per_query_metrics AS SELECT dataset, model, system, query_id, metric, value "
-                        f"FROM read_parquet([{', '.join(_literal(p.metrics_path) for p in partitions)}])")
+            # DuckDB's read_parquet expands '[', ']', '?' and '*' in a path as a glob, even in a file
+            # name that exists: every file is read by the literal-path reader and handed over as Arrow.
+            scans = itertools.count()
+
+            def scan(parquet: Path) -> str:
+                name = f"parquet_{next(scans)}"
+                con.register(name, read_table(parquet))
+                return name
+
+            metrics = [f"SELECT dataset, model, system, query_id, metric, value FROM {scan(p.metrics_path)}"
+                       for p in partitions]
+            con.execute("CREATE TABLE t_per_query_metrics AS " + " UNION ALL ".join(metrics))
             runs = [
                 f"SELECT {_literal(p.dataset)} AS dataset, {_literal(p.model_key)} AS model, {_literal(p.system)} AS system, "
-                f"query_id, rank, doc_id, score FROM read_parquet({_literal(p.run_path)})"
+                f"query_id, rank, doc_id, score FROM {scan(p.run_path)}"
                 for p in partitions
             ]
             con.execute("CREATE TABLE t_runs AS " + " UNION ALL ".join(runs))
             qrels = [
-                f"SELECT {_literal(dataset)} AS dataset, query_id, doc_id, relevance FROM read_parquet({_literal(path)})"
-                for dataset, path in sorted({(p.dataset, str(p.qrels_path)) for p in partitions})
+                f"SELECT {_literal(dataset)} AS dataset, query_id, doc_id, relevance FROM {scan(path)}"
+                for dataset, path in sorted({(p.dataset, p.qrels_path) for p in partitions})
             ]
             con.execute("CREATE TABLE t_qrels AS " + " UNION ALL ".join(qrels))
             con.execute("CREATE TABLE t_models (model VARCHAR, name VARCHAR, card_hash VARCHAR, card JSON)")
@@ -86,7 +97,7 @@ def build_results_db(
             )
             extra = dict(extra_tables or {})
             for name, path in extra.items():
-                con.execute(f"CREATE TABLE t_{name} AS SELECT * FROM read_parquet({_literal(path)})")
+                con.execute(f"CREATE TABLE t_{name} AS SELECT * FROM {scan(path)}")
             for view in ("per_query_metrics", "runs", "qrels", "models", "conventions", *extra):
                 con.execute(f"CREATE VIEW {view} AS SELECT * FROM t_{view}")
             con.execute(

@@ -58,3 +58,20 @@ def test_nothing_to_summarize_and_missing_db(tmp_path):
         build_results_db(tmp_path / "r.duckdb", [])
     with pytest.raises(FileNotFoundError, match="run `embedpyramid run` first"):
         read_leaderboard(tmp_path / "r.duckdb")
+
+
+def test_paths_with_glob_characters_are_read_literally(tmp_path):
+    # DuckDB would expand 'runs?' to both runs? and runsx, and 'm[1]' to m1 only.
+    literal, decoy = tmp_path / "runs?" / "m[1]", tmp_path / "runsx" / "m[1]"
+    literal.mkdir(parents=True)
+    decoy.mkdir(parents=True)
+    (tmp_path / "runs?" / "m1").mkdir()
+    chosen = partition(literal, "a@1", [1.0, 0.5, 1.0, 0.0])
+    partition(decoy, "a@1", [0.0, 0.0, 0.0, 0.0])
+    partition(tmp_path / "runs?" / "m1", "a@1", [0.0, 0.0, 0.0, 0.0])
+    db = build_results_db(tmp_path / "results.duckdb", [chosen], {"extra": chosen.run_path})
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.sql("SELECT count(*), sum(value) FROM per_query_metrics").fetchall() == [(4, 2.5)]
+        assert con.sql("SELECT count(*) FROM runs").fetchall() == [(2,)]
+        assert con.sql("SELECT count(*) FROM qrels").fetchall() == [(2,)]
+        assert con.sql("SELECT count(*) FROM extra").fetchall() == [(2,)]
