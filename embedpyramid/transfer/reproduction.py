@@ -55,7 +55,7 @@ class ReproductionContext:
         return (
             f"document text ({titles}); query prompt {self.query_prompt!r} and document prompt "
             f"{self.document_prompt!r} of the card; relevance threshold {self.conventions.get('relevance_threshold')}; "
-            f"self-hits {self_hits}; ties in score ordered by {self.conventions.get('ties', 'doc_id (ascending)')}"
+            f"self-hits {self_hits}; ties in score: {self.conventions.get('ties', 'broken by doc_id, ascending')}"
         )
 
 
