@@ -4,8 +4,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from embedpyramid.config import ConfigError, load_config
-from embedpyramid.data import load_squad
+from embedpyramid.config import ConfigError, has_data, load_config
+from embedpyramid.data import DataError, load_configured_dataset, load_squad
 from embedpyramid.store import ArtifactStore
 from embedpyramid.transfer import CorrelationScores, dataset_references
 from embedpyramid.transfer.level import (
@@ -104,6 +104,9 @@ def test_published_numbers_stand_in_for_a_public_dataset_not_on_disk(write_confi
         (config.models["minilm-l6"].key, 0.64508, 1.0, "published"), (config.models["use-m3"].key, 0.61, 2.0, "published")]
     pair = result.pairs.row(0, named=True)
     assert (pair["public_dataset"], pair["own_dataset"], pair["n_flips"], pair["p_same_winner"]) == ("bench", "mine", 1, 0.0)
+    assert [name for name, spec in config.datasets.items() if not has_data(spec)] == ["bench"]
+    with pytest.raises(DataError, match="dataset 'bench' is published scores only"):
+        load_configured_dataset(config, "bench")
     assert result.settings["n_resamples"] == config.protocol.comparison.n_resamples
 
     prepared = CorrelationScores("sts", "Spearman", "public", tuple(m.key for m in config.models.values()),
