@@ -1,4 +1,5 @@
-"""Typed, validated configuration: model eval cards, datasets and the evaluation protocol.
+"""Typed, validated configuration: model eval cards, datasets (with their published scores) and the
+evaluation protocol.
 
 A config folder is self-contained: ``models.yaml``, ``datasets.yaml``, ``protocol.yaml`` and,
 optionally, ``ann.yaml`` (the L4 index specs; without it L4 is not evaluated).
@@ -7,7 +8,15 @@ the defaults. Every validation error names the file, the key and what is allowed
 """
 
 from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError
-from embedpyramid.config.datasets import AnyDataset, BeirDataset, ChatterbotDataset, load_datasets
+from embedpyramid.config.datasets import (
+    AnyDataset,
+    BeirDataset,
+    ChatterbotDataset,
+    PublishedDataset,
+    SquadDataset,
+    has_data,
+    load_datasets,
+)
 from embedpyramid.config.models import (
     HubSource,
     ModelCard,
@@ -20,8 +29,15 @@ from embedpyramid.config.models import (
 )
 from embedpyramid.config.project import ProjectConfig, load_config
 from embedpyramid.config.protocol import ComparisonConfig, Protocol, SearchSettings, load_protocol
+from embedpyramid.config.references import (
+    CORRELATION_METRICS,
+    MtebResultsImport,
+    ReferenceScore,
+    canonical_metric,
+)
 
 __all__ = [
+    "CORRELATION_METRICS",
     "SAFE_NAME",
     "SAFE_NAME_HELP",
     "AnyDataset",
@@ -31,13 +47,19 @@ __all__ = [
     "ConfigError",
     "HubSource",
     "ModelCard",
+    "MtebResultsImport",
     "PackageSource",
     "PathSource",
     "ProjectConfig",
     "Protocol",
+    "PublishedDataset",
+    "ReferenceScore",
     "ResolvedModel",
     "RunSettings",
     "SearchSettings",
+    "SquadDataset",
+    "canonical_metric",
+    "has_data",
     "load_config",
     "load_datasets",
     "load_models",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from embedpyramid.config.base import ConfigError, resolve_path
-from embedpyramid.config.datasets import AnyDataset, BeirDataset, load_datasets
+from embedpyramid.config.datasets import AnyDataset, BeirDataset, check_reference_models, load_datasets
 from embedpyramid.config.models import ResolvedModel, load_models
 from embedpyramid.config.protocol import Protocol, load_protocol
 from embedpyramid.stats.compare import ComparisonSettings
@@ -79,4 +79,6 @@ def load_config(directory: str | Path) -> ProjectConfig:
     from embedpyramid.serving import load_ann_config
 
     ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
-    return ProjectConfig(folder, models, load_datasets(folder), protocol, ann)
+    datasets = load_datasets(folder)
+    check_reference_models(folder / "datasets.yaml", datasets, list(models))
+    return ProjectConfig(folder, models, datasets, protocol, ann)

@@ -1,6 +1,6 @@
 """Dataset loaders and freezing: corpus, queries and qrels as normalized Parquet tables.
 
-One module per source format (``chatterbot``, ``beir``); ``frozen`` holds the normalized tables,
+One module per source format (``chatterbot``, ``beir``, ``squad``); ``frozen`` holds the normalized tables,
 their manifest and the data version; ``load`` dispatches a configured dataset to its loader.
 """
 
@@ -25,6 +25,7 @@ from embedpyramid.data.frozen import (
     verify_frozen,
 )
 from embedpyramid.data.load import load_configured_dataset
+from embedpyramid.data.squad import load_squad
 
 __all__ = [
     "CORPUS_SCHEMA",
@@ -43,6 +44,7 @@ __all__ = [
     "load_beir",
     "load_chatterbot",
     "load_configured_dataset",
+    "load_squad",
     "open_frozen",
     "select_query_columns",
     "table_hashes",

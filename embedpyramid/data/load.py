@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 
-from embedpyramid.config import ChatterbotDataset, ProjectConfig
+from embedpyramid.config import BeirDataset, ChatterbotDataset, ProjectConfig, SquadDataset
+from embedpyramid.config.base import resolve_path
 from embedpyramid.data.beir import load_beir, qrels_path
 from embedpyramid.data.chatterbot import load_chatterbot
 from embedpyramid.data.frozen import DataError, RawDataset
+from embedpyramid.data.squad import load_squad
 
 
 def load_configured_dataset(config: ProjectConfig, name: str) -> RawDataset:
@@ -19,8 +21,16 @@ def load_configured_dataset(config: ProjectConfig, name: str) -> RawDataset:
     spec = config.dataset(name)
     if isinstance(spec, ChatterbotDataset):
         raw, judgements = load_chatterbot(spec), f"chatterbot-corpus {spec.language}"
-    else:
+    elif isinstance(spec, BeirDataset):
         raw, judgements = load_beir(config.beir_path(spec), spec), str(qrels_path(config.beir_path(spec), spec))
+    elif isinstance(spec, SquadDataset):
+        path = resolve_path(config.directory, spec.path)
+        raw, judgements = load_squad(path, spec), str(path)
+    else:
+        raise DataError(
+            f"dataset {name!r} is published scores only (loader: published): there are no tables to freeze; "
+            "it stands in for a public benchmark in the transfer analysis"
+        )
     threshold = config.protocol.relevance_threshold
     grades = raw.qrels.column("relevance")
     if pc.max(grades).as_py() < threshold:

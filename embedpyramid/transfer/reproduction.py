@@ -1,0 +1,123 @@
+"""Reproduce published numbers first: measured vs published, per (model, dataset, measure).
+
+A pipeline is trusted on the user's data only after it reproduces published numbers on the same
+model and data. For each published score the measured value is the mean over the dataset's
+evaluated queries of the per-query values (the same number the leaderboard shows), and::
+
+    difference = measured − published        pass  ⇔  |difference| <= tolerance
+
+A measure the run did not compute (a cutoff outside the protocol's ``k_values``) or a model not
+evaluated on the dataset is ``not measured``, never a pass. A failure names the usual causes of a
+mismatch, each with the value this run used, so the reader can see which one differs from the
+published setup: the document text (title + " " + text, BEIR's and MTEB's convention), the
+card's query and document prompts (e5-style models need ``query: `` / ``passage: ``), the
+relevance threshold, self-hits, and how ties in score are ordered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import polars as pl
+
+from embedpyramid.transfer.references import PublishedScore
+
+Status = Literal["pass", "fail", "not measured"]
+
+REPRODUCTION_SCHEMA: dict[str, pl.DataType] = {
+    "dataset": pl.String(), "model": pl.String(), "model_key": pl.String(), "metric": pl.String(),
+    "published": pl.Float64(), "measured": pl.Float64(), "difference": pl.Float64(), "tolerance": pl.Float64(),
+    "status": pl.String(), "n_items": pl.Int64(), "source": pl.String(), "origin": pl.String(), "message": pl.String(),
+}
+
+# A difference this far inside the tolerance still passes: |0.6451 - 0.6446| is 0.000500000000000056
+# in binary floating point, and a tolerance of 0.0005 means 0.0005.
+_FLOAT_SLACK = 1e-12
+
+
+@dataclass(frozen=True)
+class ReproductionContext:
+    """The settings behind a measured value that most often explain a mismatch."""
+
+    query_prompt: str
+    document_prompt: str
+    titled_documents: int | None
+    n_documents: int | None
+    conventions: Mapping[str, Any]
+
+    def causes(self) -> str:
+        titles = ("unknown for this dataset" if self.titled_documents is None else
+                  f"title + \" \" + text for {self.titled_documents} of {self.n_documents} documents, the text alone "
+                  "for the rest")
+        self_hits = "dropped" if self.conventions.get("drop_self_hits") else "kept (drop_self_hits: false)"
+        return (
+            f"document text ({titles}); query prompt {self.query_prompt!r} and document prompt "
+            f"{self.document_prompt!r} of the card; relevance threshold {self.conventions.get('relevance_threshold')}; "
+            f"self-hits {self_hits}; ties in score: {self.conventions.get('ties', 'broken by doc_id, ascending')}"
+        )
+
+
+@dataclass(frozen=True)
+class ReproductionCheck:
+    dataset: str
+    model: str
+    model_key: str
+    metric: str
+    published: float
+    measured: float | None
+    difference: float | None
+    tolerance: float
+    status: Status
+    n_items: int
+    source: str
+    origin: str
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+def check_reproduction(reference: PublishedScore, measured: float | None, *, model_key: str, n_items: int,
+                       context: ReproductionContext) -> ReproductionCheck:
+    """Compare one measured value (None when not measured) with its published score."""
+    where = f"{reference.model} on {reference.dataset}, {reference.metric}"
+    if measured is None:
+        return ReproductionCheck(
+            reference.dataset, reference.model, model_key, reference.metric, reference.value, None, None,
+            reference.tolerance, "not measured", 0, reference.source, reference.origin,
+            f"{where}: not measured by this run (add the measure to the protocol, or evaluate the model on the dataset); "
+            f"published {reference.value:.4f} ({reference.source})",
+        )
+    difference = measured - reference.value
+    passed = abs(difference) <= reference.tolerance + _FLOAT_SLACK
+    summary = (f"{where}: measured {measured:.4f} over {n_items} queries, published {reference.value:.4f} "
+               f"({reference.source}), difference {difference:+.4f}")
+    message = (f"{summary} within ±{reference.tolerance:g}: reproduced" if passed else
+               f"{summary} outside ±{reference.tolerance:g}: not reproduced. Usual causes, with this run's values: "
+               f"{context.causes()}")
+    return ReproductionCheck(
+        reference.dataset, reference.model, model_key, reference.metric, reference.value, measured, difference,
+        reference.tolerance, "pass" if passed else "fail", n_items, reference.source, reference.origin, message,
+    )
+
+
+def reproduce(references: list[PublishedScore], per_query: pl.DataFrame, *, model: str, model_key: str,
+              context: ReproductionContext, system: str = "exact") -> list[ReproductionCheck]:
+    """Check every published score of card ``model`` against its per-query values (long format,
+    ``model`` = the partition key ``model_key``)."""
+    rows = per_query.filter((pl.col("model") == model_key) & (pl.col("system") == system))
+    checks = []
+    for reference in references:
+        if reference.model != model:
+            continue
+        values = rows.filter((pl.col("dataset") == reference.dataset) & (pl.col("metric") == reference.metric))["value"]
+        measured = float(values.mean()) if values.len() else None
+        checks.append(check_reproduction(reference, measured, model_key=model_key, n_items=values.len(), context=context))
+    return checks
+
+
+def reproduction_frame(checks: list[ReproductionCheck]) -> pl.DataFrame:
+    return pl.DataFrame([asdict(check) for check in checks], schema=REPRODUCTION_SCHEMA)
