@@ -113,9 +113,9 @@ def test_unknown_keys_in_datasets_protocol_and_ann_are_explained(write_configs):
                                           r"  search\.block: unknown key; allowed here: doc_block_size, query_block_size\n"
                                           r"  comparison\.seeds: unknown key; did you mean 'seed'\? allowed here: baseline, "):
         load_config(write_configs("b2", protocol={"comparison": {"seeds": 3}, "search": {"block": 5}}))
-    with pytest.raises(ConfigError, match=r"datasets\.x\.loader 'csv' is not a loader; allowed: 'chatterbot', 'beir'$"):
+    with pytest.raises(ConfigError, match=r"datasets\.x\.loader 'csv' is not a loader; allowed: 'chatterbot', 'beir', 'squad', 'published'$"):
         load_config(write_configs("c", datasets={"x": {"loader": "csv"}}))
-    with pytest.raises(ConfigError, match=r"datasets\.x\.loader is missing; allowed: 'chatterbot', 'beir'$"):
+    with pytest.raises(ConfigError, match=r"datasets\.x\.loader is missing; allowed: 'chatterbot', 'beir', 'squad', 'published'$"):
         load_config(write_configs("d", datasets={"x": {"slices": []}}))
 
 
