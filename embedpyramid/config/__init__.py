@@ -1,13 +1,24 @@
 """Typed, validated configuration: model eval cards, datasets and the evaluation protocol.
 
 A config folder is self-contained: ``models.yaml``, ``datasets.yaml``, ``protocol.yaml`` and,
-optionally, ``ann.yaml`` (the L4 index specs; without it L4 is not evaluated).
+optionally, ``ann.yaml`` (the L4 index specs; without it L4 is not evaluated) and ``judge.yaml``
+(the L6 generator, judge and grade analysis; without it L6 is not evaluated).
 Relative paths inside it resolve against the folder, so a user keeps their own folder beside
 the defaults. Every validation error names the file, the key and what is allowed.
 """
 
 from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError
 from embedpyramid.config.datasets import AnyDataset, BeirDataset, ChatterbotDataset, load_datasets
+from embedpyramid.config.judge import (
+    CRITERION_DESCRIPTIONS,
+    AnalysisConfig,
+    DownstreamConfig,
+    EndpointConfig,
+    GeneratorConfig,
+    JudgeConfig,
+    PowerConfig,
+    load_downstream_config,
+)
 from embedpyramid.config.models import (
     HubSource,
     ModelCard,
@@ -22,17 +33,24 @@ from embedpyramid.config.project import ProjectConfig, load_config
 from embedpyramid.config.protocol import ComparisonConfig, Protocol, SearchSettings, load_protocol
 
 __all__ = [
+    "CRITERION_DESCRIPTIONS",
     "SAFE_NAME",
     "SAFE_NAME_HELP",
+    "AnalysisConfig",
     "AnyDataset",
     "BeirDataset",
     "ChatterbotDataset",
     "ComparisonConfig",
     "ConfigError",
+    "DownstreamConfig",
+    "EndpointConfig",
+    "GeneratorConfig",
     "HubSource",
+    "JudgeConfig",
     "ModelCard",
     "PackageSource",
     "PathSource",
+    "PowerConfig",
     "ProjectConfig",
     "Protocol",
     "ResolvedModel",
@@ -40,6 +58,7 @@ __all__ = [
     "SearchSettings",
     "load_config",
     "load_datasets",
+    "load_downstream_config",
     "load_models",
     "load_protocol",
     "resolve_source",

@@ -12,11 +12,14 @@ from embedpyramid.config.base import ConfigError, Strict, format_validation, nam
 
 class DatasetEntry(Strict):
     """What every dataset entry declares, whatever its loader: query fields to slice by, whether
-    queries are also documents (self-hits are dropped), and the resampling group column."""
+    queries are also documents (self-hits are dropped), the resampling group column, and where
+    the gold answers of L6 come from (``relevant-documents``: the documents are answers, so each
+    relevant document's text is a gold answer; ``null``: the dataset has none)."""
 
     slices: list[str] = Field(default_factory=list)
     drop_self_hits: bool = False
     group_column: str | None = None
+    gold_answers: Literal["relevant-documents"] | None = None
 
 
 class ChatterbotDataset(DatasetEntry):
@@ -26,6 +29,7 @@ class ChatterbotDataset(DatasetEntry):
     language: str = "english"
     categories: list[str] | None = None
     slices: list[str] = Field(default_factory=lambda: ["category"])
+    gold_answers: Literal["relevant-documents"] | None = "relevant-documents"
 
 
 class BeirDataset(DatasetEntry):
