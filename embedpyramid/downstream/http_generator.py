@@ -50,7 +50,6 @@ class HttpGenerator:
     def __init__(self, endpoint: ChatEndpoint, *, max_tokens: int, prompt_version: str):
         self.endpoint, self.max_tokens = endpoint, max_tokens
         self.prompt = {"version": prompt_version, "template_sha256": sha256_json([SYSTEM_PROMPT, _USER_TEMPLATE])}
-        self.malformed = 0
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "http", **self.endpoint.describe(), "max_tokens": self.max_tokens, "prompt": self.prompt}
@@ -62,7 +61,6 @@ class HttpGenerator:
         reply = self.endpoint.complete(messages, max_tokens=self.max_tokens, prompt=self.prompt,
                                        context=f"generator, query {context.query_id}")
         if reply.content is None:
-            self.malformed += 1
             _LOG.warning("generator: query %s: malformed reply recorded (%s)", context.query_id, reply.malformed)
             return Answer(context.query_id, "", malformed=reply.malformed)
         text = reply.content.strip()

@@ -51,7 +51,6 @@ class HttpJudge:
         self.endpoint, self.criteria, self.max_tokens = endpoint, tuple(criteria), max_tokens
         self.system = system_message(self.criteria, descriptions)
         self.prompt = {"version": prompt_version, "template_sha256": sha256_json([self.system, _USER_TEMPLATE])}
-        self.malformed = 0
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "http", **self.endpoint.describe(), "criteria": list(self.criteria),
@@ -70,7 +69,6 @@ class HttpJudge:
         return Judgement(context.query_id, grades, rationale, response=reply.content[:RESPONSE_CHARS])
 
     def _malformed(self, query_id: str, reason: str, response: str) -> Judgement:
-        self.malformed += 1
         reason = self.endpoint.redact(reason)
         _LOG.warning("judge: query %s: malformed reply recorded (%s)", query_id, reason)
         return Judgement(query_id, malformed=reason, response=self.endpoint.redact(response)[:RESPONSE_CHARS])
