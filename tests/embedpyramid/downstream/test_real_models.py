@@ -1,6 +1,8 @@
 """L6 end to end on real chatterbot-corpus data with both real installed models, called directly:
 the offline generator and judge over each model's exact top-k, then the grade analysis."""
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -11,6 +13,7 @@ from embedpyramid.downstream import analyse_grades, build_generator, build_judge
 from embedpyramid.encode import load_encoder
 from embedpyramid.retrieval.metrics import MetricConventions, evaluate_run, parse_measure
 
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 SMALL_CATEGORIES = ["ai", "computers", "emotion", "science"]
 K = 5
 
@@ -39,7 +42,7 @@ def exact_run(model, dataset, depth=10):
 
 @pytest.fixture(scope="module")
 def downstream(dataset):
-    config = load_config("configs")
+    config = load_config(CONFIGS)
     conventions = MetricConventions()
     results = {}
     for model in config.models.values():
