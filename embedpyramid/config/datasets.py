@@ -16,8 +16,10 @@ class DatasetEntry(Strict):
     """What every dataset entry declares, whatever its loader: query fields to slice by, whether
     queries are also documents (self-hits are dropped), the resampling group column, its role in
     the transfer analysis, the measure models are ranked by there (default: the protocol's
-    ``report_metric``), and published scores (typed under ``reference`` or imported from MTEB
-    result files under ``mteb_results``)."""
+    ``report_metric``), published scores (typed under ``reference`` or imported from MTEB result
+    files under ``mteb_results``), and where the gold answers of L6 come from
+    (``relevant-documents``: the documents are answers, so each relevant document's text is a gold
+    answer; ``null``: the dataset has none)."""
 
     slices: list[str] = Field(default_factory=list)
     drop_self_hits: bool = False
@@ -42,6 +44,7 @@ class DatasetEntry(Strict):
                 raise ValueError(f"two references for model {reference.model!r} and {reference.metric}; keep one")
             seen.add(key)
         return value
+    gold_answers: Literal["relevant-documents"] | None = None
 
 
 class ChatterbotDataset(DatasetEntry):
@@ -51,6 +54,7 @@ class ChatterbotDataset(DatasetEntry):
     language: str = "english"
     categories: list[str] | None = None
     slices: list[str] = Field(default_factory=lambda: ["category"])
+    gold_answers: Literal["relevant-documents"] | None = "relevant-documents"
 
     QUERY_FIELDS: ClassVar[tuple[str, ...]] = ("category",)
     """The query fields this loader produces besides ``query_id`` and ``text``."""

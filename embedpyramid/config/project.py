@@ -1,4 +1,5 @@
-"""A whole config folder, validated: cards, datasets, protocol and (optionally) the L4 specs."""
+"""A whole config folder, validated: cards, datasets, protocol and (optionally) the L4 specs and
+the L6 downstream settings."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from embedpyramid.config.base import ConfigError, resolve_path
 from embedpyramid.config.datasets import AnyDataset, BeirDataset, check_reference_models, load_datasets
+from embedpyramid.config.judge import DownstreamConfig, load_downstream_config
 from embedpyramid.config.models import ResolvedModel, load_models
 from embedpyramid.config.protocol import Protocol, load_protocol
 from embedpyramid.stats.compare import ComparisonSettings
@@ -23,6 +25,7 @@ class ProjectConfig:
     datasets: dict[str, AnyDataset]
     protocol: Protocol
     ann: AnnConfig | None = None
+    downstream: DownstreamConfig | None = None
 
     @property
     def baseline(self) -> ResolvedModel:
@@ -81,4 +84,6 @@ def load_config(directory: str | Path) -> ProjectConfig:
     ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
     datasets = load_datasets(folder)
     check_reference_models(folder / "datasets.yaml", datasets, list(models))
-    return ProjectConfig(folder, models, datasets, protocol, ann)
+    judge = folder / "judge.yaml"
+    downstream = load_downstream_config(judge) if judge.is_file() else None
+    return ProjectConfig(folder, models, datasets, protocol, ann, downstream)

@@ -24,6 +24,9 @@ class DataError(ValueError):
 
 CORPUS_SCHEMA = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 QRELS_SCHEMA = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("relevance", pa.int32())])
+GOLD_ANSWERS_SCHEMA = pa.schema([("query_id", pa.string()), ("answer", pa.string())])
+"""Reference answers of L6, one row per (query, accepted answer); not a frozen table of its own
+(see :mod:`embedpyramid.data.gold_answers`)."""
 TABLES = ("corpus", "queries", "qrels")
 
 

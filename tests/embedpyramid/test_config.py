@@ -104,7 +104,7 @@ def test_unknown_keys_in_datasets_protocol_and_ann_are_explained(write_configs):
     folder = write_configs("a", datasets={"tiny": {"loader": "chatterbot", "slice": ["category"]}})
     with pytest.raises(ConfigError, match=r"datasets\.tiny\.slice: unknown key; did you mean 'slices'\? allowed here: "
                                           r"slices, drop_self_hits, group_column, role, confirmatory_metric, reference, "
-                                          r"mteb_results, loader, language, categories$"):
+                                          r"mteb_results, gold_answers, loader, language, categories$"):
         load_config(folder)
     with pytest.raises(ConfigError, match=r"protocol\.yaml: k_value: unknown key; did you mean 'k_values'\? "
                                           r"allowed here: k_values, depth, gain, relevance_threshold, search, comparison$"):
