@@ -1,4 +1,5 @@
-"""A whole config folder, validated: cards, datasets, protocol and (optionally) the L4 specs."""
+"""A whole config folder, validated: cards, datasets, protocol and (optionally) the L4 specs and
+the L5 systems."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from embedpyramid.config.base import ConfigError, resolve_path
 from embedpyramid.config.datasets import AnyDataset, BeirDataset, load_datasets
 from embedpyramid.config.models import ResolvedModel, load_models
 from embedpyramid.config.protocol import Protocol, load_protocol
+from embedpyramid.config.systems import SystemsConfig, load_systems_config
 from embedpyramid.stats.compare import ComparisonSettings
 
 if TYPE_CHECKING:
@@ -23,6 +25,7 @@ class ProjectConfig:
     datasets: dict[str, AnyDataset]
     protocol: Protocol
     ann: AnnConfig | None = None
+    systems: SystemsConfig | None = None
 
     @property
     def baseline(self) -> ResolvedModel:
@@ -79,4 +82,7 @@ def load_config(directory: str | Path) -> ProjectConfig:
     from embedpyramid.serving import load_ann_config
 
     ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
-    return ProjectConfig(folder, models, load_datasets(folder), protocol, ann)
+    datasets = load_datasets(folder)
+    systems_path = folder / "systems.yaml"
+    systems = load_systems_config(systems_path, models, datasets, ann) if systems_path.is_file() else None
+    return ProjectConfig(folder, models, datasets, protocol, ann, systems)
