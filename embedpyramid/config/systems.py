@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from embedpyramid.config.base import (
     SAFE_NAME,
@@ -224,10 +224,10 @@ class BiEncoderSystem(_RerankBase):
 
 
 AnySystem = Bm25System | RrfSystem | WeightedSystem | CrossEncoderSystem | BiEncoderSystem
-
-
-class _SystemAdapter(BaseModel):
-    spec: Annotated[AnySystem, Field(discriminator="kind")]
+_KINDS: dict[str, type[AnySystem]] = {
+    "bm25": Bm25System, "rrf": RrfSystem, "weighted": WeightedSystem, "cross-encoder": CrossEncoderSystem,
+    "bi-encoder": BiEncoderSystem,
+}
 
 
 class SystemsSettings(Strict):
@@ -377,8 +377,10 @@ def load_systems_config(
             raise ConfigError(f"{path}: systems.{name}: names must be {SAFE_NAME_HELP}, and not {EXACT!r}")
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: systems.{name}: must be a mapping, e.g. {{kind: bm25}}")
+        if raw.get("kind") not in _KINDS:
+            raise ConfigError(f"{path}: systems.{name}.kind: {raw.get('kind')!r} is not a kind; allowed: {', '.join(_KINDS)}")
         try:
-            systems[name] = _SystemAdapter.model_validate({"spec": raw}).spec
+            systems[name] = _KINDS[raw["kind"]].model_validate(raw)
         except ValidationError as error:
             raise format_validation(path, f"systems.{name}", error) from None
     for name, spec in systems.items():
