@@ -1,8 +1,9 @@
 """BM25 over the frozen corpus with ``bm25s``: the lexical first stage of pyramid L5.
 
-Texts become terms with ``bm25s.tokenize`` (:class:`~embedpyramid.config.systems.Bm25Tokenizer`:
-lowercase, the regex split, stopword removal, then PyStemmer stemming); a document's text is
-``title + " " + text`` as on the dense side (:func:`embedpyramid.data.document_texts`).
+Texts become terms with bm25s's ``Tokenizer`` (:class:`~embedpyramid.config.systems.Bm25Tokenizer`:
+lowercase, the regex split, stopword removal, then PyStemmer stemming); the corpus fixes the
+vocabulary, and a query term outside it is dropped. A document's text is ``title + " " + text``
+as on the dense side (:func:`embedpyramid.data.document_texts`).
 
 Scoring is bm25s's (Kamphuis et al., "Which BM25 do you mean? A large-scale reproducibility
 study of scoring variants", ECIR 2020). With N documents, df(t) the documents holding term t,
@@ -35,6 +36,7 @@ from typing import Any
 import bm25s
 import numpy as np
 import Stemmer
+from bm25s.tokenization import Tokenizer
 
 from embedpyramid.config.systems import Bm25System, Bm25Tokenizer
 from embedpyramid.systems.latency import StageLatency
@@ -44,19 +46,12 @@ _BACKEND = "numpy"
 """bm25s's scoring backend: numpy (numba would JIT-compile; the scores are the same)."""
 
 
-def stemmer_for(settings: Bm25Tokenizer) -> Stemmer.Stemmer | None:
-    return None if settings.stemmer is None else Stemmer.Stemmer(settings.stemmer)
-
-
-def tokenize(
-    texts: Sequence[str], settings: Bm25Tokenizer, stemmer: Stemmer.Stemmer | None, *, return_ids: bool
-) -> Any:
-    """``bm25s.tokenize`` with the configured settings (``stemmer`` from :func:`stemmer_for`,
-    made once: it caches its stems), without a progress bar."""
-    return bm25s.tokenize(
-        list(texts), lower=settings.lower, token_pattern=settings.token_pattern,
+def make_tokenizer(settings: Bm25Tokenizer) -> Tokenizer:
+    """A fresh bm25s ``Tokenizer`` with the configured settings (its vocabulary is empty)."""
+    return Tokenizer(
+        lower=settings.lower, splitter=settings.token_pattern,
         stopwords=list(settings.stopwords) if isinstance(settings.stopwords, tuple) else settings.stopwords,
-        stemmer=stemmer, return_ids=return_ids, show_progress=False,
+        stemmer=None if settings.stemmer is None else Stemmer.Stemmer(settings.stemmer),
     )
 
 
@@ -66,7 +61,7 @@ class Bm25Index:
 
     spec: Bm25System
     retriever: bm25s.BM25 = field(repr=False)
-    stemmer: Stemmer.Stemmer | None = field(repr=False)
+    tokenizer: Tokenizer = field(repr=False)
     n_documents: int
     vocabulary_size: int
     index_seconds: float
@@ -85,12 +80,20 @@ def build_bm25_index(spec: Bm25System, documents: Sequence[str]) -> Bm25Index:
     if not documents:
         raise ValueError("BM25 needs at least one document")
     start = time.perf_counter()
-    stemmer = stemmer_for(spec.tokenizer)
-    tokens = tokenize(documents, spec.tokenizer, stemmer, return_ids=True)
+    tokenizer = make_tokenizer(spec.tokenizer)
+    # allow_empty=False: a document without terms has length 0 (the Tokenizer's default would give
+    # it one empty-string term, which shifts avgdl away from bm25s.tokenize's and the formula's).
+    tokens = tokenizer.tokenize(list(documents), update_vocab=True, return_as="tuple", show_progress=False,
+                                allow_empty=False)
     retriever = bm25s.BM25(k1=spec.k1, b=spec.b, delta=spec.delta, method=spec.method, backend=_BACKEND)
     retriever.index(tokens, show_progress=False)
     seconds = time.perf_counter() - start
-    return Bm25Index(spec, retriever, stemmer, len(documents), len(tokens.vocab), seconds)
+    return Bm25Index(spec, retriever, tokenizer, len(documents), len(tokens.vocab), seconds)
+
+
+def query_terms(index: Bm25Index, text: str) -> list[int]:
+    """The query's term ids in the corpus vocabulary (unknown terms dropped; may be empty)."""
+    return next(index.tokenizer.streaming_tokenize([text], update_vocab=False, allow_empty=False))
 
 
 def top_documents(scores: np.ndarray, depth: int) -> np.ndarray:
@@ -122,12 +125,12 @@ def bm25_search(index: Bm25Index, queries: Sequence[str], depth: int) -> Bm25Run
     """
     if depth < 1:
         raise ValueError(f"depth must be positive, got {depth}")
-    retriever, settings = index.retriever, index.spec.tokenizer
+    retriever = index.retriever
     query_rows, doc_rows, score_rows, seconds = [], [], [], np.empty(len(queries))
     empty = 0
     for position, text in enumerate(queries):
         start = time.perf_counter()
-        term_ids = retriever.get_tokens_ids(tokenize([text], settings, index.stemmer, return_ids=False)[0])
+        term_ids = query_terms(index, text)
         if term_ids:
             scores = retriever.get_scores_from_ids(term_ids)
             documents = top_documents(scores, depth)

@@ -128,11 +128,14 @@ def _combine(
         own_fill.append(padded[run.query])
     # A present document's value replaces the fill it would otherwise get for that input.
     values = np.concatenate([c - f for c, f in zip(contributions, own_fill, strict=True)])
-    stride = int(docs.max(initial=-1)) + 1
-    keys, inverse = np.unique(queries * stride + docs, return_inverse=True)
-    fused = np.bincount(inverse, weights=values, minlength=keys.size)
-    fused_queries = keys // max(stride, 1)
-    return ranked(fused_queries, keys % max(stride, 1), fused + total_fill[fused_queries], output_depth)
+    stride = max(int(docs.max(initial=-1)) + 1, 1)
+    keys = queries * stride + docs
+    order = np.argsort(keys, kind="stable")  # timsort: the inputs arrive grouped by query
+    keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.zeros(0, np.int64)
+    fused = np.add.reduceat(values[order], starts) if keys.size else np.zeros(0)
+    fused_queries = keys[starts] // stride
+    return ranked(fused_queries, keys[starts] % stride, fused + total_fill[fused_queries], output_depth)
 
 
 @dataclass(frozen=True)

@@ -69,18 +69,50 @@ class CodedRun:
 
 
 def rank_within_query(query: np.ndarray) -> np.ndarray:
-    """0-based position of each row within its query, for rows grouped by query (ascending)."""
-    return np.arange(query.size) - np.searchsorted(query, query, side="left")
+    """0-based position of each row within its query, for rows grouped by query."""
+    if query.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
+    return np.arange(query.size) - np.repeat(starts, np.diff(np.r_[starts, query.size]))
+
+
+def descending_key(score: np.ndarray) -> np.ndarray:
+    """uint32 keys whose ascending order is the float32 scores' descending order (IEEE-754 bit
+    order; -0.0 counts as 0.0)."""
+    bits = (np.asarray(score, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
+    ascending = np.where(bits >> 31 == 1, ~bits, bits | np.uint32(0x80000000))
+    return ~ascending
+
+
+class RepeatedPairError(ValueError):
+    """A run holds one (query, document) pair twice; ``query`` and ``doc`` are its positions."""
+
+    def __init__(self, query: int, doc: int):
+        super().__init__(f"query {query} holds document {doc} twice; a run holds each document once per query")
+        self.query, self.doc = query, doc
 
 
 def ranked(query: np.ndarray, doc: np.ndarray, score: np.ndarray, depth: int | None = None) -> CodedRun:
     """Rows ordered by (query ascending, score descending, document index ascending), each query
-    cut to its first ``depth`` rows (None: no cut). Scores are rounded to float32 first."""
+    cut to its first ``depth`` rows (None: no cut). Scores are rounded to float32 first. A
+    repeated (query, document) pair raises :class:`RepeatedPairError`."""
+    query, doc = np.asarray(query, dtype=np.int64), np.asarray(doc, dtype=np.int64)
     score = np.asarray(score, dtype=np.float32)
     if np.isnan(score).any():
         raise ValueError(f"{int(np.isnan(score).sum())} scores are NaN; a run needs comparable scores")
-    order = np.lexsort((doc, -score, query))
-    run = CodedRun(np.asarray(query)[order], np.asarray(doc)[order], score[order])
+    # Two integer sorts beat a three-key lexsort: by (query, doc), then stably by (query, score desc).
+    stride = max(int(doc.max(initial=-1)) + 1, 1)
+    pairs = query * stride + doc
+    in_order = bool((pairs[1:] > pairs[:-1]).all())
+    order = np.arange(pairs.size) if in_order else np.argsort(pairs, kind="stable")
+    if not in_order:
+        repeated = np.flatnonzero(pairs[order][1:] == pairs[order][:-1])
+        if repeated.size:
+            first = order[repeated[0]]
+            raise RepeatedPairError(int(query[first]), int(doc[first]))
+    key = (query[order].astype(np.uint64) << np.uint64(32)) | descending_key(score[order]).astype(np.uint64)
+    order = order[np.argsort(key, kind="stable")]
+    run = CodedRun(query[order], doc[order], score[order])
     if depth is None:
         return run
     keep = rank_within_query(run.query) < depth
@@ -97,27 +129,26 @@ def encode_run(run: pl.DataFrame, query_ids: Sequence[str], doc_ids: Sequence[st
     missing = [c for c in ("query_id", "doc_id", "score") if c not in run.columns]
     if missing:
         raise ValueError(f"run {name!r} lacks columns {missing}; a run has query_id, rank, doc_id, score")
-    query_index = pl.DataFrame({"query_id": list(query_ids), "query": np.arange(len(query_ids), dtype=np.int64)},
-                               schema={"query_id": pl.String, "query": pl.Int64})
-    doc_index = pl.DataFrame({"doc_id": list(doc_ids), "doc": np.arange(len(doc_ids), dtype=np.int64)},
-                             schema={"doc_id": pl.String, "doc": pl.Int64})
-    rows = run.select(pl.col("query_id").cast(pl.String), pl.col("doc_id").cast(pl.String), "score")
-    rows = rows.join(query_index, on="query_id", how="inner").join(doc_index, on="doc_id", how="left")
-    unknown = rows.filter(pl.col("doc").is_null())
+    # An Enum's physical value is the position in its categories: one hash lookup per row.
+    coded = run.select(
+        pl.col("query_id").cast(pl.String).cast(pl.Enum(list(query_ids)), strict=False).to_physical().alias("query"),
+        pl.col("doc_id").cast(pl.String).cast(pl.Enum(list(doc_ids)), strict=False).to_physical().alias("doc"),
+        "score", "query_id", "doc_id",
+    ).filter(pl.col("query").is_not_null())
+    unknown = coded.filter(pl.col("doc").is_null())
     if unknown.height:
         first = unknown.row(0, named=True)
         raise ValueError(
             f"run {name!r} names {unknown.height} documents that are not in the corpus, e.g. {first['doc_id']!r} "
             f"for query {first['query_id']!r}; recompute that run on the current frozen dataset"
         )
-    repeated = rows.filter(rows.select("query", "doc").is_duplicated())
-    if repeated.height:
-        first = repeated.row(0, named=True)
+    try:
+        return ranked(coded["query"].to_numpy(), coded["doc"].to_numpy(), coded["score"].to_numpy())
+    except RepeatedPairError as error:
         raise ValueError(
-            f"run {name!r} repeats (query, document) pairs, e.g. ({first['query_id']!r}, {first['doc_id']!r}); "
-            "a run holds each document at most once per query"
-        )
-    return ranked(rows["query"].to_numpy(), rows["doc"].to_numpy(), rows["score"].to_numpy())
+            f"run {name!r} repeats (query, document) pairs, e.g. ({query_ids[error.query]!r}, "
+            f"{doc_ids[error.doc]!r}); a run holds each document at most once per query"
+        ) from None
 
 
 def queries_with_ties(run: CodedRun) -> int:

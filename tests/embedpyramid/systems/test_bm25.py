@@ -4,10 +4,11 @@ import bm25s
 import numpy as np
 import polars as pl
 import pytest
+import Stemmer
 
 from embedpyramid.config.systems import Bm25System
 from embedpyramid.retrieval.metrics import MetricConventions, evaluate_run, parse_measure
-from embedpyramid.systems.bm25 import bm25_search, build_bm25_index, stemmer_for, tokenize, top_documents
+from embedpyramid.systems.bm25 import bm25_search, build_bm25_index, make_tokenizer, query_terms, top_documents
 
 
 def plain(**fields: object) -> Bm25System:
@@ -45,10 +46,14 @@ def test_repeated_query_terms_count_each_time():
 
 
 def test_tokenizer_lowercases_drops_stopwords_and_stems():
-    spec = Bm25System.model_validate({"kind": "bm25"})
-    assert tokenize(["The cats are Running"], spec.tokenizer, stemmer_for(spec.tokenizer), return_ids=False) == [
-        ["cat", "run"]
-    ]
+    tokenizer = make_tokenizer(Bm25System.model_validate({"kind": "bm25"}).tokenizer)
+    assert tokenizer.tokenize(["The cats are Running"], return_as="string", show_progress=False) == [["cat", "run"]]
+
+
+def test_query_terms_come_from_the_corpus_vocabulary():
+    index = build_bm25_index(Bm25System.model_validate({"kind": "bm25"}), ["cats purr", "dogs bark"])
+    assert query_terms(index, "A running cat") == query_terms(index, "cats")
+    assert query_terms(index, "unicorns and the") == []
 
 
 def test_ties_at_the_cut_go_to_the_smaller_document_index():
@@ -72,15 +77,16 @@ def test_top_documents_keeps_positive_scores_in_project_order():
     assert top_documents(scores, 10).tolist() == [1, 2, 5, 3]
 
 
-def test_selection_agrees_with_bm25s_own_scores_on_the_default_corpus(chatterbot_tables):
+def test_scores_agree_with_bm25s_tokenize_and_retrieve_on_the_default_corpus(chatterbot_tables):
+    """The wrapper (bm25s's Tokenizer class, own top-k) against the plain ``bm25s.tokenize`` path."""
     tables = chatterbot_tables
-    spec = Bm25System.model_validate({"kind": "bm25"})
-    index = build_bm25_index(spec, tables.doc_texts)
+    index = build_bm25_index(Bm25System.model_validate({"kind": "bm25"}), tables.doc_texts)
     result = bm25_search(index, tables.query_texts, depth=10)
-    stemmer = stemmer_for(spec.tokenizer)
+    stemmer = Stemmer.Stemmer("english")
     reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
-    reference.index(tokenize(tables.doc_texts, spec.tokenizer, stemmer, return_ids=True), show_progress=False)
-    tokens = tokenize(tables.query_texts, spec.tokenizer, stemmer, return_ids=False)
+    reference.index(bm25s.tokenize(tables.doc_texts, stopwords="en", stemmer=stemmer, show_progress=False),
+                    show_progress=False)
+    tokens = bm25s.tokenize(tables.query_texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
     for query in range(0, len(tables.query_texts), 17):
         ids = reference.get_tokens_ids(tokens[query])
         mine = result.run.query_slice(query)
@@ -103,3 +109,14 @@ def test_the_run_is_scored_by_the_project_metrics():
                          schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32})
     values = evaluate_run(pl.from_arrow(run), qrels, [parse_measure("MRR@10")], MetricConventions()).per_query
     assert values["value"].to_list() == [1.0, 0.0]
+
+
+def test_a_document_of_stopwords_only_has_length_zero():
+    spec = Bm25System.model_validate({"kind": "bm25", "tokenizer": {"stopwords": "en", "stemmer": None}})
+    index = build_bm25_index(spec, ["cat cat mouse", "cat dog", "bird", "the of"])
+    # N = 4, |d| = 3, 2, 1, 0, avgdl = 1.5; idf(cat) = ln(1 + (4 - 2 + 0.5) / 2.5) = ln 2.
+    result = bm25_search(index, ["cat"], depth=10)
+    assert result.run.score.tolist() == pytest.approx(
+        [math.log(2) * 2 / (2 + 1.2 * (0.25 + 0.75 * 3 / 1.5)), math.log(2) / (1 + 1.2 * (0.25 + 0.75 * 2 / 1.5))],
+        rel=1e-6,
+    )

@@ -2,7 +2,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from embedpyramid.systems.runs import CodedRun, empty_queries, encode_run, queries_with_ties, ranked
+from embedpyramid.systems.runs import CodedRun, descending_key, empty_queries, encode_run, queries_with_ties, ranked
 
 
 def test_ranked_orders_by_query_then_score_then_document_and_cuts():
@@ -57,3 +57,28 @@ def test_ties_and_empty_queries_are_counted():
     assert empty_queries(run, 3) == 1
     assert run.query_slice(2).doc.tolist() == [0, 1]
     assert len(run.query_slice(1)) == 0
+
+
+def test_descending_key_orders_like_the_scores_reversed():
+    rng = np.random.default_rng(0)
+    scores = np.r_[rng.standard_normal(200) * 1e3, [0.0, -0.0, np.inf, -np.inf, 1e-40, -1e-40]].astype(np.float32)
+    keys = descending_key(scores)
+    by_key = scores[np.argsort(keys, kind="stable")]
+    assert (np.diff(by_key) <= 0).all()
+    assert keys[scores.size - 6] == keys[scores.size - 5]  # 0.0 and -0.0 tie
+
+
+def test_ranked_matches_a_three_key_sort_on_random_rows():
+    rng = np.random.default_rng(1)
+    query, doc = rng.integers(0, 50, 5000), rng.permutation(5000)
+    score = rng.integers(-3, 4, 5000).astype(np.float32)  # many ties
+    run = ranked(query, doc, score)
+    order = np.lexsort((doc, -score, query))
+    assert run.doc.tolist() == doc[order].tolist()
+
+
+def test_ranked_refuses_a_repeated_pair():
+    from embedpyramid.systems.runs import RepeatedPairError
+
+    with pytest.raises(RepeatedPairError, match="query 3 holds document 7 twice"):
+        ranked(np.array([3, 1, 3]), np.array([7, 7, 7]), np.array([1.0, 2.0, 0.5]))
