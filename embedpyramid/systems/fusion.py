@@ -36,7 +36,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from embedpyramid.systems.runs import CodedRun, rank_within_query, ranked
+from embedpyramid.systems.runs import CodedRun, group_starts, rank_within_query, ranked
 
 Normalization = Literal["minmax", "zscore"]
 
@@ -66,8 +66,8 @@ def normalized_scores(run: CodedRun, normalization: Normalization) -> tuple[np.n
     and each one's value for a missing document (see the module docstring)."""
     if len(run) == 0:
         return np.zeros(0), np.zeros(0, np.int64), np.zeros(0)
-    starts = np.flatnonzero(np.r_[True, run.query[1:] != run.query[:-1]])
-    counts = np.diff(np.r_[starts, len(run)])
+    starts = group_starts(run.query)
+    counts = np.diff(starts, append=len(run))
     scores = run.score.astype(np.float64)
     if normalization == "minmax":
         # Ranked rows put each query's maximum first and its minimum last.
@@ -132,7 +132,7 @@ def _combine(
     keys = queries * stride + docs
     order = np.argsort(keys, kind="stable")  # timsort: the inputs arrive grouped by query
     keys = keys[order]
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if keys.size else np.zeros(0, np.int64)
+    starts = group_starts(keys)
     fused = np.add.reduceat(values[order], starts) if keys.size else np.zeros(0)
     fused_queries = keys[starts] // stride
     return ranked(fused_queries, keys[starts] % stride, fused + total_fill[fused_queries], output_depth)

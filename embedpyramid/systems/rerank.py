@@ -27,7 +27,7 @@ import numpy as np
 from embedpyramid.config.systems import ModelLocation
 from embedpyramid.systems.fusion import candidates
 from embedpyramid.systems.latency import StageLatency, latency_sample, time_per_query
-from embedpyramid.systems.runs import CodedRun, ranked
+from embedpyramid.systems.runs import CodedRun, group_starts, ranked
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,8 +108,8 @@ def cross_encoder_rerank(
     """Rescore each query's top ``top_n`` with ``scorer(query text, document texts)``, one query
     per call; every call is timed (the latency of every query with candidates)."""
     pool = candidates(first_stage, top_n)
-    starts = np.flatnonzero(np.r_[True, pool.query[1:] != pool.query[:-1]]) if len(pool) else np.zeros(0, np.int64)
-    ends = np.r_[starts[1:], len(pool)].astype(np.int64)
+    starts = group_starts(pool.query)
+    ends = np.append(starts[1:], len(pool))
     scores = np.empty(len(pool), dtype=np.float32)
     seconds = np.empty(starts.size)
     for index, (start, end) in enumerate(zip(starts, ends, strict=True)):

@@ -68,12 +68,18 @@ class CodedRun:
         )
 
 
+def group_starts(keys: np.ndarray) -> np.ndarray:
+    """Positions where a run of equal values begins, for values grouped together (e.g. by query)."""
+    change = np.empty(keys.size, dtype=bool)
+    change[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=change[1:])
+    return np.flatnonzero(change)
+
+
 def rank_within_query(query: np.ndarray) -> np.ndarray:
     """0-based position of each row within its query, for rows grouped by query."""
-    if query.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
-    return np.arange(query.size) - np.repeat(starts, np.diff(np.r_[starts, query.size]))
+    starts = group_starts(query)
+    return np.arange(query.size) - np.repeat(starts, np.diff(starts, append=query.size))
 
 
 def descending_key(score: np.ndarray) -> np.ndarray:
