@@ -17,9 +17,11 @@ point), or the name of another system (systems chain; cycles are refused). A sys
 cross-encoder over BM25): it is computed once per dataset.
 
 Every system is content-addressed: :attr:`SystemsConfig.hashes` holds the sha256 of everything
-that changes its run — its own settings, the library versions it runs on, the card it reranks
-by, the L4 spec it reads, and the hashes of the systems it takes as input — so changing one
-system's settings changes the hash of that system and of the systems built on it, nothing else.
+that changes its run — its own settings, ``settings.depth`` where it applies, the dev splits a
+weight sweep reads, the library versions it runs on, the card it reranks by, the L4 spec it
+reads, and the hashes of the systems it takes as input — so changing one system's settings
+changes the hash of that system and of the systems built on it, nothing else. (The latency
+sample's size and seed change no run and are recorded, not hashed.)
 """
 
 from __future__ import annotations
@@ -388,7 +390,7 @@ def load_systems_config(
     _check_acyclic(path, systems)
     hashes: dict[str, str] = {}
     for name in systems:
-        _hash_system(name, systems, models, ann, hashes)
+        _hash_system(name, systems, settings, models, ann, hashes)
     cross_encoders = {
         name: _cross_encoder_location(path, name, spec.source)
         for name, spec in systems.items() if isinstance(spec, CrossEncoderSystem)
@@ -469,8 +471,8 @@ def _check_acyclic(path: Path, systems: Mapping[str, AnySystem]) -> None:
 
 
 def _hash_system(
-    name: str, systems: Mapping[str, AnySystem], models: Mapping[str, ResolvedModel], ann: AnnConfig | None,
-    hashes: dict[str, str],
+    name: str, systems: Mapping[str, AnySystem], settings: SystemsSettings, models: Mapping[str, ResolvedModel],
+    ann: AnnConfig | None, hashes: dict[str, str],
 ) -> str:
     if name in hashes:
         return hashes[name]
@@ -478,13 +480,17 @@ def _hash_system(
     inputs: dict[str, Any] = {}
     for reference in spec.references():
         if reference in systems:
-            inputs[reference] = _hash_system(reference, systems, models, ann, hashes)
+            inputs[reference] = _hash_system(reference, systems, settings, models, ann, hashes)
         elif (parsed := parse_ann_reference(reference)) is not None and ann is not None:
             index = ann.spec(parsed.spec)
             inputs[reference] = {"index": index.identity(), "seed": index.seed, "k": ann.settings.k}
         else:
             inputs[reference] = reference
     identity: dict[str, Any] = {"system": spec.identity(), "inputs": inputs, "format": _FORMAT_VERSION}
+    if isinstance(spec, Bm25System | RrfSystem | WeightedSystem):
+        identity["output_depth"] = settings.depth
+    if isinstance(spec, WeightedSystem) and spec.sweep is not None:
+        identity["dev_datasets"] = settings.dev_datasets
     if isinstance(spec, Bm25System):
         identity["libraries"] = {"bm25s": _version("bm25s"), "PyStemmer": _version("PyStemmer")}
     if isinstance(spec, CrossEncoderSystem):

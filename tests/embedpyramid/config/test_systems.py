@@ -141,3 +141,23 @@ def test_a_cross_encoder_path_resolves_against_the_config_folder(tmp_path: Path)
         "systems:\n  ce: {kind: cross-encoder, first_stage: exact, top_n: 20, source: {path: model}, batch_size: 64}\n"
     )
     assert load_systems_config(tmp_path / "systems.yaml", {}, {}).hashes == config.hashes
+
+
+def test_shared_settings_move_the_hashes_of_the_systems_they_change(tmp_path: Path):
+    before = load_config(copy_configs(tmp_path / "a", default_systems())).systems.hashes
+    changed = default_systems()
+    changed["settings"]["latency_queries"] = 50
+    assert load_config(copy_configs(tmp_path / "b", changed)).systems.hashes == before
+    changed = default_systems()
+    changed["settings"]["depth"] = 200
+    after = load_config(copy_configs(tmp_path / "c", changed)).systems.hashes
+    assert {name for name in before if before[name] != after[name]} == {"bm25", "rrf", "weighted-minmax",
+                                                                         "weighted-zscore"}
+    folder = copy_configs(tmp_path / "d", None)
+    (folder / "datasets.yaml").write_text(yaml.safe_dump({"datasets": {
+        "chatterbot-en": {"loader": "chatterbot"}, "chatterbot-dev": {"loader": "chatterbot", "categories": ["ai"]}}}))
+    changed = default_systems()
+    changed["settings"]["dev_datasets"] = {"chatterbot-en": "chatterbot-dev"}
+    (folder / "systems.yaml").write_text(yaml.safe_dump(changed))
+    after = load_config(folder).systems.hashes
+    assert {name for name in before if before[name] != after[name]} == {"weighted-minmax", "weighted-zscore"}
