@@ -161,3 +161,18 @@ def test_shared_settings_move_the_hashes_of_the_systems_they_change(tmp_path: Pa
     (folder / "systems.yaml").write_text(yaml.safe_dump(changed))
     after = load_config(folder).systems.hashes
     assert {name for name in before if before[name] != after[name]} == {"weighted-minmax", "weighted-zscore"}
+
+
+def test_model_independence_follows_the_chain(tmp_path: Path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "systems.yaml").write_text(
+        "systems:\n  lexical: {kind: bm25}\n"
+        "  lexical-ce: {kind: cross-encoder, first_stage: lexical, source: {path: model}}\n"
+        "  hybrid: {kind: rrf, inputs: [lexical-ce, exact]}\n"
+        "  hybrid-ce: {kind: cross-encoder, first_stage: hybrid, top_n: 30, source: {path: model}}\n"
+    )
+    config = load_systems_config(tmp_path / "systems.yaml", {}, {})
+    assert [config.model_independent(n) for n in config.systems] == [True, True, False, False]
+    assert config.upstream_systems("hybrid-ce") == ["lexical", "lexical-ce", "hybrid"]
+    assert config.model_label("lexical-ce", "m@1") == MODEL_INDEPENDENT
+    assert config.model_label("hybrid-ce", "m@1") == "m@1"
