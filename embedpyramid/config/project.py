@@ -1,5 +1,5 @@
 """A whole config folder, validated: cards, datasets, protocol and (optionally) the L4 specs and
-the L6 downstream settings."""
+the L5 systems and the L6 downstream settings."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from embedpyramid.config.datasets import AnyDataset, BeirDataset, check_referenc
 from embedpyramid.config.judge import DownstreamConfig, load_downstream_config
 from embedpyramid.config.models import ResolvedModel, load_models
 from embedpyramid.config.protocol import Protocol, load_protocol
+from embedpyramid.config.systems import SystemsConfig, load_systems_config
 from embedpyramid.stats.compare import ComparisonSettings
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ class ProjectConfig:
     datasets: dict[str, AnyDataset]
     protocol: Protocol
     ann: AnnConfig | None = None
+    systems: SystemsConfig | None = None
     downstream: DownstreamConfig | None = None
 
     @property
@@ -84,6 +86,8 @@ def load_config(directory: str | Path) -> ProjectConfig:
     ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
     datasets = load_datasets(folder)
     check_reference_models(folder / "datasets.yaml", datasets, list(models))
+    systems_path = folder / "systems.yaml"
+    systems = load_systems_config(systems_path, models, datasets, ann) if systems_path.is_file() else None
     judge = folder / "judge.yaml"
     downstream = load_downstream_config(judge) if judge.is_file() else None
-    return ProjectConfig(folder, models, datasets, protocol, ann, downstream)
+    return ProjectConfig(folder, models, datasets, protocol, ann, systems, downstream)
