@@ -7,7 +7,17 @@ the defaults. Every validation error names the file, the key and what is allowed
 """
 
 from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError
-from embedpyramid.config.datasets import AnyDataset, BeirDataset, ChatterbotDataset, load_datasets
+from embedpyramid.config.datasets import (
+    AnyDataset,
+    BeirDataset,
+    ChatterbotDataset,
+    DatasetEntry,
+    DjangoBitextDataset,
+    LeeDataset,
+    NewsgroupsDataset,
+    StsFileDataset,
+    load_datasets,
+)
 from embedpyramid.config.models import (
     HubSource,
     ModelCard,
@@ -20,17 +30,36 @@ from embedpyramid.config.models import (
 )
 from embedpyramid.config.project import ProjectConfig, load_config
 from embedpyramid.config.protocol import ComparisonConfig, Protocol, SearchSettings, load_protocol
+from embedpyramid.config.tasks import (
+    TASK_FAMILIES,
+    BitextSettings,
+    ClassificationSettings,
+    ClusteringSettings,
+    PairClassificationSettings,
+    StsSettings,
+    Task,
+    TaskSettings,
+)
 
 __all__ = [
     "SAFE_NAME",
     "SAFE_NAME_HELP",
+    "TASK_FAMILIES",
     "AnyDataset",
     "BeirDataset",
+    "BitextSettings",
     "ChatterbotDataset",
+    "ClassificationSettings",
+    "ClusteringSettings",
     "ComparisonConfig",
     "ConfigError",
+    "DatasetEntry",
+    "DjangoBitextDataset",
     "HubSource",
+    "LeeDataset",
     "ModelCard",
+    "NewsgroupsDataset",
+    "PairClassificationSettings",
     "PackageSource",
     "PathSource",
     "ProjectConfig",
@@ -38,6 +67,10 @@ __all__ = [
     "ResolvedModel",
     "RunSettings",
     "SearchSettings",
+    "StsFileDataset",
+    "StsSettings",
+    "Task",
+    "TaskSettings",
     "load_config",
     "load_datasets",
     "load_models",

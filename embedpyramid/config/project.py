@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,11 +18,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ProjectConfig:
+    """A validated config folder. ``datasets`` holds the retrieval entries of ``datasets.yaml``,
+    ``task_datasets`` those that declare another L2 task (sts, pair_classification,
+    classification, clustering, bitext), so the retrieval graph never sees a task dataset."""
+
     directory: Path
     models: dict[str, ResolvedModel]
     datasets: dict[str, AnyDataset]
     protocol: Protocol
     ann: AnnConfig | None = None
+    task_datasets: dict[str, AnyDataset] = field(default_factory=dict)
 
     @property
     def baseline(self) -> ResolvedModel:
@@ -59,6 +64,15 @@ class ProjectConfig:
                 f"(known: {', '.join(self.datasets)})"
             ) from None
 
+    def task_dataset(self, name: str) -> AnyDataset:
+        try:
+            return self.task_datasets[name]
+        except KeyError:
+            raise ConfigError(
+                f"task dataset {name!r} is not in {self.directory / 'datasets.yaml'} "
+                f"(task datasets: {', '.join(self.task_datasets) or 'none'})"
+            ) from None
+
     def beir_path(self, spec: BeirDataset) -> Path:
         return resolve_path(self.directory, spec.path)
 
@@ -79,4 +93,7 @@ def load_config(directory: str | Path) -> ProjectConfig:
     from embedpyramid.serving import load_ann_config
 
     ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
-    return ProjectConfig(folder, models, load_datasets(folder), protocol, ann)
+    entries = load_datasets(folder)
+    retrieval = {name: spec for name, spec in entries.items() if spec.task == "retrieval"}
+    tasks = {name: spec for name, spec in entries.items() if spec.task != "retrieval"}
+    return ProjectConfig(folder, models, retrieval, protocol, ann, tasks)
