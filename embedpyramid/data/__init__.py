@@ -1,11 +1,15 @@
 """Dataset loaders and freezing: corpus, queries and qrels as normalized Parquet tables.
 
-One module per source format (``chatterbot``, ``beir``); ``frozen`` holds the normalized tables,
-their manifest and the data version; ``load`` dispatches a configured dataset to its loader.
+One module per source format (``chatterbot``, ``beir``; for the other L2 task families
+``question_pairs`` (chatterbot pairs), ``gensim_data`` (Lee STS, mini newsgroups),
+``sts_files`` (STS Benchmark csv, plain tsv/jsonl) and ``django_bitext``); ``frozen`` holds the
+normalized tables, their manifest and the data version; ``load`` dispatches a configured dataset
+to its loader.
 """
 
 from embedpyramid.data.beir import load_beir
-from embedpyramid.data.chatterbot import chatterbot_directory, load_chatterbot
+from embedpyramid.data.chatterbot import chatterbot_directory, load_chatterbot, load_chatterbot_questions, read_conversations
+from embedpyramid.data.django_bitext import load_django_bitext
 from embedpyramid.data.frozen import (
     CORPUS_SCHEMA,
     ENCODED_TABLE,
@@ -14,17 +18,27 @@ from embedpyramid.data.frozen import (
     DataError,
     EncodingInputs,
     FrozenDataset,
+    PAIRS_SCHEMA,
+    TEXTS_SCHEMA,
     RawDataset,
+    TaskTables,
     dataset_version,
     document_texts,
     encoding_inputs,
     freeze_dataset,
+    freeze_task_dataset,
     open_frozen,
     select_query_columns,
     table_hashes,
+    task_encoding_inputs,
+    task_tables,
     verify_frozen,
+    verify_task_frozen,
 )
-from embedpyramid.data.load import load_configured_dataset
+from embedpyramid.data.gensim_data import load_lee, load_mini_newsgroups
+from embedpyramid.data.load import load_configured_dataset, load_task_dataset
+from embedpyramid.data.question_pairs import load_chatterbot_pairs
+from embedpyramid.data.sts_files import load_sts_file
 
 __all__ = [
     "CORPUS_SCHEMA",
@@ -34,17 +48,32 @@ __all__ = [
     "DataError",
     "EncodingInputs",
     "FrozenDataset",
+    "PAIRS_SCHEMA",
     "RawDataset",
+    "TEXTS_SCHEMA",
+    "TaskTables",
     "chatterbot_directory",
     "dataset_version",
     "document_texts",
     "encoding_inputs",
     "freeze_dataset",
+    "freeze_task_dataset",
     "load_beir",
     "load_chatterbot",
+    "load_chatterbot_pairs",
+    "load_chatterbot_questions",
     "load_configured_dataset",
+    "load_django_bitext",
+    "load_lee",
+    "load_mini_newsgroups",
+    "load_sts_file",
+    "load_task_dataset",
     "open_frozen",
+    "read_conversations",
     "select_query_columns",
     "table_hashes",
+    "task_encoding_inputs",
+    "task_tables",
     "verify_frozen",
+    "verify_task_frozen",
 ]
