@@ -22,8 +22,9 @@ from embedpyramid.config.tasks import (
 
 
 class DatasetEntry(Strict):
-    """What every dataset entry declares, whatever its loader: query fields to slice by, whether
-    queries are also documents (self-hits are dropped), and the resampling group column."""
+    """What every dataset entry declares, whatever its loader: query (or item) fields to slice
+    by, whether queries are also documents (self-hits are dropped), the resampling group column,
+    and the L2 task that evaluates it with, optionally, that task's settings block."""
 
     slices: list[str] = Field(default_factory=list)
     drop_self_hits: bool = False

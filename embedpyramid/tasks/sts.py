@@ -15,8 +15,6 @@ both models. Per-pair cosines are kept in ``predictions`` for that.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import polars as pl
 from scipy import stats
@@ -37,19 +35,37 @@ SYSTEM = "cosine"
 METRICS = ("spearman", "pearson")
 
 
-def correlations(gold: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """``[spearman, pearson]`` of ``score`` against ``gold`` along the last axis.
+def rank_codes(values: np.ndarray) -> np.ndarray:
+    """Dense integer codes of ``values`` in increasing order (equal values share a code): all a
+    resample needs to rank its items, since resampling never reorders values."""
+    return np.unique(values, return_inverse=True)[1].reshape(values.shape)
 
-    Works on (n,) or (rows, n) arrays (one resample per row); a row with constant values has an
-    undefined correlation (NaN).
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.ConstantInputWarning)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rank_gold, rank_score = stats.rankdata(gold, axis=-1), stats.rankdata(score, axis=-1)
-            spearman = stats.pearsonr(rank_gold, rank_score, axis=-1).statistic
-            pearson = stats.pearsonr(gold, score, axis=-1).statistic
-    return np.stack([spearman, pearson], axis=-1)
+
+def average_ranks(codes: np.ndarray) -> np.ndarray:
+    """Average ranks (1-based, ties sharing their mean rank, as ``scipy.stats.rankdata``) of each
+    row of (rows, n) dense codes, from the count of each code: ``rank = #below + (#equal + 1) / 2``."""
+    rows, n_codes = codes.shape[0], int(codes.max()) + 1
+    offsets = (np.arange(rows) * n_codes)[:, None]
+    counts = np.bincount((codes + offsets).ravel(), minlength=rows * n_codes).reshape(rows, n_codes)
+    rank_of_code = np.cumsum(counts, axis=1) - counts + (counts + 1) / 2.0
+    return np.take_along_axis(rank_of_code, codes, axis=1)
+
+
+def pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row of (rows, n) arrays; NaN for a row with a constant side."""
+    x = x - x.mean(axis=1, keepdims=True)
+    y = y - y.mean(axis=1, keepdims=True)
+    denominator = np.sqrt((x * x).sum(axis=1) * (y * y).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, (x * y).sum(axis=1) / denominator, np.nan)
+
+
+def correlations(gold_codes: np.ndarray, gold: np.ndarray, score_codes: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """``[spearman, pearson]`` of each row of (rows, n) resampled items: the resample kernel of
+    :func:`compare_sts` (Spearman = Pearson of average ranks, from :func:`rank_codes` codes),
+    checked against ``scipy.stats.spearmanr`` / ``pearsonr`` in the tests."""
+    spearman = pearson_rows(average_ranks(gold_codes), average_ranks(score_codes))
+    return np.stack([spearman, pearson_rows(gold, score)], axis=-1)
 
 
 def evaluate_sts(pairs: pl.DataFrame, vectors: TextVectors, *, dataset: str, model: str) -> TaskResult:
@@ -84,9 +100,10 @@ def compare_sts(predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_r
                                 predictions_b.select(*key, "model", "score"), key, "compare_sts")
     frames = []
     for (dataset, split), group in joined.group_by("dataset", "split", maintain_order=True):
-        gold = group["gold"].to_numpy()
+        gold, score_a, score_b = (group[column].to_numpy() for column in ("gold", "score", "score_b"))
         comparison = paired_statistic_bootstrap(
-            correlations, (gold, group["score"].to_numpy()), (gold, group["score_b"].to_numpy()), vectorized=True,
+            correlations, (rank_codes(gold), gold, rank_codes(score_a), score_a),
+            (rank_codes(gold), gold, rank_codes(score_b), score_b), vectorized=True,
             n_resamples=n_resamples, confidence=confidence, seed=seed,
             groups=None if groups is None else [groups[item] for item in group["item_id"]],
         )

@@ -3,7 +3,7 @@ import pytest
 from scipy import stats
 from task_vectors import pair_vectors, pairs_frame
 
-from embedpyramid.tasks.sts import compare_sts, correlations, evaluate_sts
+from embedpyramid.tasks.sts import average_ranks, compare_sts, correlations, evaluate_sts, rank_codes
 
 
 def test_spearman_and_pearson_of_cosines_against_human_scores():
@@ -19,15 +19,19 @@ def test_spearman_and_pearson_of_cosines_against_human_scores():
     assert set(result.summary["n_items"]) == {4} and result.summary["sd"].null_count() == 2
 
 
-def test_vectorized_correlations_match_scipy_row_by_row():
+def test_resample_kernel_matches_scipy_row_by_row():
+    # Rows are resamples of 25 items: duplicated items and tied human scores both make ties.
     rng = np.random.default_rng(0)
-    gold = rng.integers(0, 5, size=(30, 25)).astype(float)  # ties, as human scores have
-    score = rng.random((30, 25))
-    got = correlations(gold, score)
+    gold_items, score_items = rng.integers(0, 5, 25).astype(float), rng.random(25)
+    rows = rng.integers(0, 25, size=(30, 25))
+    gold, score = gold_items[rows], score_items[rows]
+    got = correlations(rank_codes(gold_items)[rows], gold, rank_codes(score_items)[rows], score)
     for row in range(30):
         assert got[row, 0] == pytest.approx(stats.spearmanr(gold[row], score[row]).statistic, abs=1e-12)
         assert got[row, 1] == pytest.approx(stats.pearsonr(gold[row], score[row]).statistic, abs=1e-12)
-    assert np.isnan(correlations(np.ones((1, 5)), np.arange(5.0)[None])).all()
+    np.testing.assert_array_equal(average_ranks(np.array([[2, 0, 2, 1]])), [[3.5, 1.0, 3.5, 2.0]])
+    constant = np.zeros((1, 5), dtype=np.int64)
+    assert np.isnan(correlations(constant, np.ones((1, 5)), constant, np.ones((1, 5)))).all()
 
 
 def test_comparison_of_a_model_with_itself_is_zero_and_a_better_model_wins():
