@@ -173,4 +173,5 @@ def _result(similar: np.ndarray, random: np.ndarray, settings: PairSanitySetting
     auc, warning = separation_auc(similar, random, warn_margin=settings.warn_margin)
     return PairSanity(auc, int(similar.size), int(random.size), float(similar.mean()), float(random.mean()), warning,
                       definition, {"seed": settings.seed, "warn_margin": settings.warn_margin,
-                                   "sts_quantile": settings.sts_quantile, "auc": "sklearn roc_auc_score (ties count 1/2)"})
+                                   "sts_quantile": settings.sts_quantile,
+                                   "auc_method": "sklearn roc_auc_score (ties count 1/2)"})

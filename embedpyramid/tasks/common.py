@@ -87,7 +87,7 @@ def empty_per_seed() -> pl.DataFrame:
     return pl.DataFrame(schema=PER_SEED_SCHEMA)
 
 
-def summarize_seeds(per_seed: pl.DataFrame, n_items: int, split: str = "test") -> pl.DataFrame:
+def summarize_seeds(per_seed: pl.DataFrame, n_items: int, split: str) -> pl.DataFrame:
     """Mean and sample sd (ddof = 1; null for one seed) over seeds of each system/subset/metric."""
     return (
         per_seed.group_by("dataset", "model", "system", "subset", "metric", maintain_order=True)

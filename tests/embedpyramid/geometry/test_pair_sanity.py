@@ -55,6 +55,8 @@ def test_retrieval_pairs_separate_relevant_documents():
     result = retrieval_pair_sanity(["q0", "q1"], queries, ["d0", "d1", "d2", "d3"], documents, qrels,
                                    PairSanitySettings())
     assert result.auc == 1.0 and result.warning is None and (result.n_similar, result.n_random) == (2, 2)
+    recorded = result.as_dict()
+    assert recorded["auc"] == 1.0 and recorded["seed"] == 42 and recorded["warning"] is None
 
 
 def test_bitext_random_pairs_stay_within_the_language_pair():
