@@ -26,6 +26,7 @@ compared with the paired statistic bootstrap (its resample kernel :func:`macro_f
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -73,7 +74,7 @@ def macro_f1_rows(gold: np.ndarray, predicted: np.ndarray, n_classes: int) -> np
     return f1.sum(axis=1) / present.sum(axis=1)
 
 
-def seed_mean_macro_f1(n_classes: int):
+def seed_mean_macro_f1(n_classes: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """The statistic compared over items: macro-F1 averaged over seeds, from (rows, n) gold
     codes and (rows, n, seeds) predicted codes."""
 

@@ -165,7 +165,7 @@ def evaluate_pair_classification(pairs: pl.DataFrame, vectors: TextVectors, sett
     per_item = per_item_frame(dataset, model, SYSTEM, test["item_id"].to_list(), "accuracy",
                               (test["gold"] == test["predicted"]).to_numpy())
     result_settings = {
-        "task": "pair_classification", "score": "cosine of L2-normalized vectors",
+        "task": "pair_classification", **settings.model_dump(), "score": "cosine of L2-normalized vectors",
         "threshold": {"value": threshold.value, "chosen_on": "dev", "applied_to": "test", "metric": threshold.metric,
                       "dev_value": threshold.dev_value, "rule": "cosine >= threshold is positive; midpoint between "
                       "the best dev cosine and the next lower one; ties go to the highest candidate"},
