@@ -1,20 +1,29 @@
-"""Typed, validated configuration: model eval cards, datasets (with their published scores) and the
-evaluation protocol.
+"""Typed, validated configuration: model eval cards, datasets (their loader, L2 task and published
+scores) and the evaluation protocol.
 
 A config folder is self-contained: ``models.yaml``, ``datasets.yaml``, ``protocol.yaml`` and,
-optionally, ``ann.yaml`` (the L4 index specs; without it L4 is not evaluated) and ``judge.yaml``
-(the L6 generator, judge and grade analysis; without it L6 is not evaluated).
-Relative paths inside it resolve against the folder, so a user keeps their own folder beside
-the defaults. Every validation error names the file, the key and what is allowed.
+optionally, ``ann.yaml`` (the L4 index specs), ``systems.yaml`` (the L5 systems) and
+``judge.yaml`` (the L6 generator, judge and grade analysis); a level whose file is absent is not
+evaluated. Relative paths inside it resolve against the folder, so a user keeps their own folder
+beside the defaults. Every validation error names the file, the key and what is allowed.
 """
 
-from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError
+from embedpyramid.config.base import (
+    SAFE_NAME,
+    SAFE_NAME_HELP,
+    ConfigError,
+)
 from embedpyramid.config.datasets import (
     AnyDataset,
     BeirDataset,
     ChatterbotDataset,
+    DatasetEntry,
+    DjangoBitextDataset,
+    LeeDataset,
+    NewsgroupsDataset,
     PublishedDataset,
     SquadDataset,
+    StsFileDataset,
     has_data,
     load_datasets,
 )
@@ -38,13 +47,31 @@ from embedpyramid.config.models import (
     load_models,
     resolve_source,
 )
-from embedpyramid.config.project import ProjectConfig, load_config
-from embedpyramid.config.protocol import ComparisonConfig, Protocol, SearchSettings, load_protocol
+from embedpyramid.config.project import (
+    ProjectConfig,
+    load_config,
+)
+from embedpyramid.config.protocol import (
+    ComparisonConfig,
+    Protocol,
+    SearchSettings,
+    load_protocol,
+)
 from embedpyramid.config.references import (
     CORRELATION_METRICS,
     MtebResultsImport,
     ReferenceScore,
     canonical_metric,
+)
+from embedpyramid.config.tasks import (
+    TASK_FAMILIES,
+    BitextSettings,
+    ClassificationSettings,
+    ClusteringSettings,
+    PairClassificationSettings,
+    StsSettings,
+    Task,
+    TaskSettings,
 )
 
 __all__ = [
@@ -52,20 +79,29 @@ __all__ = [
     "CRITERION_DESCRIPTIONS",
     "SAFE_NAME",
     "SAFE_NAME_HELP",
+    "TASK_FAMILIES",
     "AnalysisConfig",
     "AnyDataset",
     "BeirDataset",
+    "BitextSettings",
     "ChatterbotDataset",
+    "ClassificationSettings",
+    "ClusteringSettings",
     "ComparisonConfig",
     "ConfigError",
+    "DatasetEntry",
+    "DjangoBitextDataset",
     "DownstreamConfig",
     "EndpointConfig",
     "GeneratorConfig",
     "HubSource",
     "JudgeConfig",
+    "LeeDataset",
     "ModelCard",
     "MtebResultsImport",
+    "NewsgroupsDataset",
     "PackageSource",
+    "PairClassificationSettings",
     "PathSource",
     "PowerConfig",
     "ProjectConfig",
@@ -76,6 +112,10 @@ __all__ = [
     "RunSettings",
     "SearchSettings",
     "SquadDataset",
+    "StsFileDataset",
+    "StsSettings",
+    "Task",
+    "TaskSettings",
     "canonical_metric",
     "has_data",
     "load_config",

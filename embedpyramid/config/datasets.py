@@ -1,5 +1,6 @@
-"""Dataset entries (``datasets.yaml``): which loader reads which data, with its slices, its role in
-the transfer analysis (``public`` benchmark or the user's ``own`` data) and its published scores."""
+"""Dataset entries (``datasets.yaml``): which loader reads which data, with its slices, which L2 task
+evaluates it (``task:``, with the task's settings in a block of the same name), its role in the
+transfer analysis (``public`` benchmark or the user's ``own`` data) and its published scores."""
 
 from __future__ import annotations
 
@@ -10,11 +11,22 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from embedpyramid.config.base import ConfigError, Strict, format_validation, named_section, read_yaml, resolve_path
 from embedpyramid.config.references import MtebResultsImport, ReferenceScore, canonical_metric
+from embedpyramid.config.tasks import (
+    SETTINGS_BY_TASK,
+    BitextSettings,
+    ClassificationSettings,
+    ClusteringSettings,
+    PairClassificationSettings,
+    StsSettings,
+    Task,
+    TaskSettings,
+)
 
 
 class DatasetEntry(Strict):
-    """What every dataset entry declares, whatever its loader: query fields to slice by, whether
-    queries are also documents (self-hits are dropped), the resampling group column, its role in
+    """What every dataset entry declares, whatever its loader: query (or item) fields to slice
+    by, whether queries are also documents (self-hits are dropped), the resampling group column,
+    the L2 task that evaluates it with, optionally, that task's settings block, its role in
     the transfer analysis, the measure models are ranked by there (default: the protocol's
     ``report_metric``), published scores (typed under ``reference`` or imported from MTEB result
     files under ``mteb_results``), and where the gold answers of L6 come from
@@ -24,10 +36,17 @@ class DatasetEntry(Strict):
     slices: list[str] = Field(default_factory=list)
     drop_self_hits: bool = False
     group_column: str | None = None
+    task: Task = "retrieval"
+    sts: StsSettings | None = None
+    pair_classification: PairClassificationSettings | None = None
+    classification: ClassificationSettings | None = None
+    clustering: ClusteringSettings | None = None
+    bitext: BitextSettings | None = None
     role: Literal["public", "own"] = "own"
     confirmatory_metric: str | None = None
     reference: list[ReferenceScore] = Field(default_factory=list)
     mteb_results: MtebResultsImport | None = None
+    gold_answers: Literal["relevant-documents"] | None = None
 
     @field_validator("confirmatory_metric")
     @classmethod
@@ -44,29 +63,55 @@ class DatasetEntry(Strict):
                 raise ValueError(f"two references for model {reference.model!r} and {reference.metric}; keep one")
             seen.add(key)
         return value
-    gold_answers: Literal["relevant-documents"] | None = None
+
+    @model_validator(mode="after")
+    def _settings_match_task(self) -> DatasetEntry:
+        for task in SETTINGS_BY_TASK:
+            if task != self.task and getattr(self, task) is not None:
+                raise ValueError(
+                    f"settings block '{task}' belongs to task {task!r}, but this entry's task is {self.task!r}; "
+                    f"set task: {task} or rename the block to '{self.task}'"
+                )
+        if self.drop_self_hits and self.task != "retrieval":
+            raise ValueError(f"drop_self_hits applies to retrieval only, not to task {self.task!r}")
+        return self
+
+    @property
+    def task_settings(self) -> TaskSettings | None:
+        """The settings of the entry's task family (its defaults when no block is given);
+        ``None`` for retrieval, whose settings are the protocol's."""
+        if self.task == "retrieval":
+            return None
+        return getattr(self, self.task) or SETTINGS_BY_TASK[self.task]()
 
 
 class ChatterbotDataset(DatasetEntry):
-    """The embedded default: chatterbot-corpus questions as queries, distinct answers as documents."""
+    """The embedded default: chatterbot-corpus questions as queries, distinct answers as documents
+    (retrieval); the distinct questions labelled by category (classification, clustering); or
+    question pairs that share an answer against seeded negatives (pair classification)."""
 
     loader: Literal["chatterbot"]
+    task: Literal["retrieval", "classification", "clustering", "pair_classification"] = "retrieval"
     language: str = "english"
     categories: list[str] | None = None
     slices: list[str] = Field(default_factory=lambda: ["category"])
     gold_answers: Literal["relevant-documents"] | None = "relevant-documents"
 
     QUERY_FIELDS: ClassVar[tuple[str, ...]] = ("category",)
-    """The query fields this loader produces besides ``query_id`` and ``text``."""
+    """The query fields this loader produces besides ``query_id`` and ``text`` (retrieval, and the
+    labelled questions of classification and clustering)."""
+    PAIR_FIELDS: ClassVar[tuple[str, ...]] = ("category", "answer_group")
+    """The fields of each question pair (pair classification)."""
 
     @model_validator(mode="after")
     def _fields_exist(self) -> ChatterbotDataset:
+        fields = self.PAIR_FIELDS if self.task == "pair_classification" else self.QUERY_FIELDS
         wanted = [*self.slices, *([self.group_column] if self.group_column else [])]
-        missing = [column for column in wanted if column not in self.QUERY_FIELDS]
+        missing = [column for column in wanted if column not in fields]
         if missing:
             raise ValueError(
-                f"slice/group columns {missing} are not query fields of the chatterbot loader; "
-                f"fields that exist: {', '.join(self.QUERY_FIELDS)}"
+                f"slice/group columns {missing} are not fields of the chatterbot loader's {self.task} items; "
+                f"fields that exist: {', '.join(fields)}"
             )
         return self
 
@@ -75,6 +120,7 @@ class BeirDataset(DatasetEntry):
     """A BEIR-format folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv."""
 
     loader: Literal["beir"]
+    task: Literal["retrieval"] = "retrieval"
     path: str
     split: str = "test"
 
@@ -85,6 +131,7 @@ class SquadDataset(DatasetEntry):
     stores the article title as the document title (encoded as title + " " + text)."""
 
     loader: Literal["squad"]
+    task: Literal["retrieval"] = "retrieval"
     path: str
     include_title: bool = False
 
@@ -94,6 +141,7 @@ class PublishedDataset(DatasetEntry):
     the transfer analysis. There is nothing to freeze, encode or search."""
 
     loader: Literal["published"]
+    task: Literal["retrieval"] = "retrieval"
     role: Literal["public"] = "public"
 
     @model_validator(mode="after")
@@ -103,9 +151,52 @@ class PublishedDataset(DatasetEntry):
         return self
 
 
-AnyDataset = ChatterbotDataset | BeirDataset | SquadDataset | PublishedDataset
+class LeeDataset(DatasetEntry):
+    """gensim's Lee corpus: 50 news documents, human similarity of every pair (STS)."""
+
+    loader: Literal["gensim-lee"]
+    task: Literal["sts"] = "sts"
+
+
+class StsFileDataset(DatasetEntry):
+    """STS pairs from a file: the STS Benchmark csv (``stsb``, tab-separated) or a plain
+    ``sentence1, sentence2, score`` file (``tsv`` or ``jsonl``); ``split`` only names it."""
+
+    loader: Literal["sts-file"]
+    task: Literal["sts"] = "sts"
+    path: str
+    format: Literal["stsb", "tsv", "jsonl"]
+    split: str = "test"
+
+
+class NewsgroupsDataset(DatasetEntry):
+    """gensim's ``mini_newsgroup`` sample: 200 posts of alt.atheism and sci.space, labelled by
+    newsgroup. ``remove`` strips parts of each post as scikit-learn's ``fetch_20newsgroups``
+    does; the headers name the newsgroup, so keeping them leaks the label."""
+
+    loader: Literal["gensim-newsgroups"]
+    task: Literal["classification", "clustering"] = "classification"
+    remove: list[Literal["headers", "footers", "quotes"]] = Field(default_factory=lambda: ["headers", "footers", "quotes"])
+
+
+class DjangoBitextDataset(DatasetEntry):
+    """Human translations of Django's UI strings (its ``.mo`` catalogues): English to each of
+    ``languages``; strings of at least ``min_words`` words once placeholders are stripped."""
+
+    loader: Literal["django-bitext"]
+    task: Literal["bitext"] = "bitext"
+    languages: list[str] = Field(default_factory=lambda: ["de", "fr", "es", "ja", "ko"], min_length=1)
+    min_words: int = Field(4, ge=1)
+
+
+AnyDataset = (
+    ChatterbotDataset | BeirDataset | SquadDataset | PublishedDataset
+    | LeeDataset | StsFileDataset | NewsgroupsDataset | DjangoBitextDataset
+)
 LOADERS: dict[str, type[AnyDataset]] = {
     "chatterbot": ChatterbotDataset, "beir": BeirDataset, "squad": SquadDataset, "published": PublishedDataset,
+    "gensim-lee": LeeDataset, "sts-file": StsFileDataset, "gensim-newsgroups": NewsgroupsDataset,
+    "django-bitext": DjangoBitextDataset,
 }
 
 
@@ -137,6 +228,11 @@ def load_datasets(directory: Path) -> dict[str, AnyDataset]:
             raise ConfigError(
                 f"{path}: datasets.{name}.mteb_results.path: folder {resolve_path(directory, spec.mteb_results.path)} "
                 "does not exist; point it at a folder in the embeddings-benchmark/results layout"
+            )
+        if isinstance(spec, StsFileDataset) and not resolve_path(directory, spec.path).is_file():
+            raise ConfigError(
+                f"{path}: datasets.{name}.path: file {resolve_path(directory, spec.path)} does not exist; "
+                f"point it at a {spec.format} file of sentence pairs with scores"
             )
         datasets[name] = spec
     return datasets

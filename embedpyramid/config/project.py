@@ -1,9 +1,9 @@
-"""A whole config folder, validated: cards, datasets, protocol and (optionally) the L4 specs and
-the L5 systems and the L6 downstream settings."""
+"""A whole config folder, validated: cards, datasets, protocol and (optionally) the L4 specs, the
+L5 systems and the L6 downstream settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ProjectConfig:
+    """A validated config folder. ``datasets`` holds the retrieval entries of ``datasets.yaml``,
+    ``task_datasets`` those that declare another L2 task (sts, pair_classification,
+    classification, clustering, bitext), so the retrieval graph never sees a task dataset."""
+
     directory: Path
     models: dict[str, ResolvedModel]
     datasets: dict[str, AnyDataset]
@@ -28,6 +32,7 @@ class ProjectConfig:
     ann: AnnConfig | None = None
     systems: SystemsConfig | None = None
     downstream: DownstreamConfig | None = None
+    task_datasets: dict[str, AnyDataset] = field(default_factory=dict)
 
     @property
     def baseline(self) -> ResolvedModel:
@@ -64,6 +69,15 @@ class ProjectConfig:
                 f"(known: {', '.join(self.datasets)})"
             ) from None
 
+    def task_dataset(self, name: str) -> AnyDataset:
+        try:
+            return self.task_datasets[name]
+        except KeyError:
+            raise ConfigError(
+                f"task dataset {name!r} is not in {self.directory / 'datasets.yaml'} "
+                f"(task datasets: {', '.join(self.task_datasets) or 'none'})"
+            ) from None
+
     def beir_path(self, spec: BeirDataset) -> Path:
         return resolve_path(self.directory, spec.path)
 
@@ -84,10 +98,12 @@ def load_config(directory: str | Path) -> ProjectConfig:
     from embedpyramid.serving import load_ann_config
 
     ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
-    datasets = load_datasets(folder)
-    check_reference_models(folder / "datasets.yaml", datasets, list(models))
+    entries = load_datasets(folder)
+    check_reference_models(folder / "datasets.yaml", entries, list(models))
+    retrieval = {name: spec for name, spec in entries.items() if spec.task == "retrieval"}
+    tasks = {name: spec for name, spec in entries.items() if spec.task != "retrieval"}
     systems_path = folder / "systems.yaml"
-    systems = load_systems_config(systems_path, models, datasets, ann) if systems_path.is_file() else None
+    systems = load_systems_config(systems_path, models, retrieval, ann) if systems_path.is_file() else None
     judge = folder / "judge.yaml"
     downstream = load_downstream_config(judge) if judge.is_file() else None
-    return ProjectConfig(folder, models, datasets, protocol, ann, systems, downstream)
+    return ProjectConfig(folder, models, retrieval, protocol, ann, systems, downstream, tasks)

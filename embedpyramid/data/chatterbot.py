@@ -1,8 +1,10 @@
-"""The embedded default dataset: chatterbot-corpus question/answer conversations."""
+"""The embedded default dataset: chatterbot-corpus question/answer conversations, read once and
+viewed as retrieval (questions → answers) or as labelled questions (classification, clustering)."""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,15 @@ import yaml
 
 from embedpyramid.config import ChatterbotDataset
 from embedpyramid.config.base import decode_utf8
-from embedpyramid.data.frozen import CORPUS_SCHEMA, QRELS_SCHEMA, DataError, RawDataset, select_query_columns
+from embedpyramid.data.frozen import (
+    CORPUS_SCHEMA,
+    QRELS_SCHEMA,
+    DataError,
+    RawDataset,
+    TaskTables,
+    select_query_columns,
+    task_tables,
+)
 
 # libyaml's safe loader parses the corpus ~10x faster than the pure-Python one, when present.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -51,14 +61,50 @@ def _read_corpus_file(path: Path) -> dict[str, Any]:
     return content
 
 
-def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
-    """Questions are queries, distinct answers are documents, every answer given is relevant.
+@dataclass(frozen=True)
+class Exchange:
+    """A question and the reply that immediately follows it, with the category of its file."""
 
-    A query is a distinct opening question (the same question appears in several
-    conversations with different answers); its document is the reply that immediately
-    follows it. Answers shared by several questions become one document. The slice column
-    ``category`` is the first category the YAML file declares (first file wins, files in
-    name order). Ids are content hashes, so they are stable across freezes.
+    question: str
+    answer: str
+    category: str
+
+    @property
+    def question_id(self) -> str:
+        return _stable_id("q", self.question)
+
+    @property
+    def answer_id(self) -> str:
+        return _stable_id("d", self.answer)
+
+
+@dataclass(frozen=True)
+class Conversations:
+    """The usable exchanges of the selected files (in file, then conversation order), the files
+    read, and the conversations skipped with why."""
+
+    folder: Path
+    files: list[Path]
+    exchanges: list[Exchange]
+    skipped: list[str]
+
+    def source(self, language: str) -> dict[str, Any]:
+        return {"loader": "chatterbot", "language": language, "files": [p.name for p in self.files],
+                "skipped_conversations": self.skipped}
+
+    def question_categories(self) -> dict[str, tuple[str, str]]:
+        """Each distinct question's id → (text, category), the first file's category winning."""
+        questions: dict[str, tuple[str, str]] = {}
+        for exchange in self.exchanges:
+            questions.setdefault(exchange.question_id, (exchange.question, exchange.category))
+        return questions
+
+
+def read_conversations(spec: ChatterbotDataset) -> Conversations:
+    """The question → answer exchanges of the selected chatterbot-corpus files.
+
+    The slice/label ``category`` of an exchange is the first category its YAML file declares
+    (files in name order). Ids are content hashes, so they are stable across freezes.
     """
     folder = chatterbot_directory(spec.language)
     files = sorted(folder.glob("*.yml"))
@@ -71,9 +117,7 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
                 f"allowed: {', '.join(sorted(by_stem))}"
             )
         files = [by_stem[name] for name in sorted(set(spec.categories))]
-    queries: dict[str, dict[str, str]] = {}
-    documents: dict[str, str] = {}
-    pairs: set[tuple[str, str]] = set()
+    exchanges: list[Exchange] = []
     skipped: list[str] = []
     for path in files:
         content = _read_corpus_file(path)
@@ -89,24 +133,58 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
             if not question or not answer:
                 skipped.append(f"{path.name} conversation {index}: empty question or answer")
                 continue
-            query_id, doc_id = _stable_id("q", question), _stable_id("d", answer)
-            queries.setdefault(query_id, {"query_id": query_id, "text": question, "category": category})
-            documents.setdefault(doc_id, answer)
-            pairs.add((query_id, doc_id))
+            exchanges.append(Exchange(question, answer, category))
+    if not exchanges:
+        raise DataError(f"{folder}: no usable conversations in {', '.join(p.name for p in files)}")
+    return Conversations(folder, files, exchanges, skipped)
+
+
+def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
+    """Questions are queries, distinct answers are documents, every answer given is relevant.
+
+    A query is a distinct opening question (the same question appears in several
+    conversations with different answers); its document is the reply that immediately
+    follows it. Answers shared by several questions become one document. The slice column
+    ``category`` is the first category the YAML file declares (first file wins, files in
+    name order). Ids are content hashes, so they are stable across freezes.
+    """
+    conversations = read_conversations(spec)
+    documents: dict[str, str] = {}
+    pairs: set[tuple[str, str]] = set()
+    for exchange in conversations.exchanges:
+        documents.setdefault(exchange.answer_id, exchange.answer)
+        pairs.add((exchange.question_id, exchange.answer_id))
+    questions = conversations.question_categories()
     corpus = pa.table(
         {"doc_id": sorted(documents), "title": [""] * len(documents), "text": [documents[d] for d in sorted(documents)]},
         schema=CORPUS_SCHEMA,
     )
-    query_rows = [queries[q] for q in sorted(queries)]
-    query_table = pa.table({column: [row[column] for row in query_rows]
-                            for column in ("query_id", "text", *ChatterbotDataset.QUERY_FIELDS)})
+    ordered_ids = sorted(questions)
+    query_table = pa.table({
+        "query_id": ordered_ids,
+        "text": [questions[q][0] for q in ordered_ids],
+        "category": [questions[q][1] for q in ordered_ids],
+    })
     ordered = sorted(pairs)
     qrels = pa.table(
         {"query_id": [q for q, _ in ordered], "doc_id": [d for _, d in ordered], "relevance": [1] * len(ordered)},
         schema=QRELS_SCHEMA,
     )
-    if not pairs:
-        raise DataError(f"{folder}: no usable conversations in {', '.join(p.name for p in files)}")
-    source = {"loader": "chatterbot", "language": spec.language, "files": [p.name for p in files],
-              "skipped_conversations": skipped}
-    return RawDataset(corpus, select_query_columns(query_table, spec.slices, spec.group_column, f"chatterbot-corpus {folder}"), qrels, source)
+    source = conversations.source(spec.language)
+    where = f"chatterbot-corpus {conversations.folder}"
+    return RawDataset(corpus, select_query_columns(query_table, spec.slices, spec.group_column, where), qrels, source)
+
+
+def load_chatterbot_questions(spec: ChatterbotDataset) -> TaskTables:
+    """The distinct questions labelled by category (classification, clustering): the texts of
+    :func:`load_chatterbot`'s queries, with ``category`` as ``label`` (and kept as a slice)."""
+    conversations = read_conversations(spec)
+    questions = conversations.question_categories()
+    ordered_ids = sorted(questions)
+    texts = pa.table({
+        "text_id": ordered_ids,
+        "text": [questions[q][0] for q in ordered_ids],
+        "label": [questions[q][1] for q in ordered_ids],
+        "category": [questions[q][1] for q in ordered_ids],
+    })
+    return task_tables(spec.task, texts, None, conversations.source(spec.language), "chatterbot")

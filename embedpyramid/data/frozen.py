@@ -2,7 +2,8 @@
 
 A frozen dataset is three tables sorted by id plus a manifest holding the source, the counts
 and the sha256 of each normalized table. The dataset's data version is the hash of those
-hashes, so re-freezing identical data disturbs nothing downstream.
+hashes, so re-freezing identical data disturbs nothing downstream. A task dataset (the L2
+families other than retrieval) is frozen the same way from its ``texts`` and ``pairs`` tables.
 """
 
 from __future__ import annotations
@@ -165,3 +166,120 @@ def verify_frozen(frozen: FrozenDataset) -> list[str]:
             if len(problems) >= 20:
                 break
     return problems
+
+
+# Task datasets (L2 families other than retrieval): the texts to encode, each once, and the pairs
+# that reference them. Extra string columns (label, language, category, ...) ride along as
+# slices; ids sort each table, as for retrieval.
+TEXTS_SCHEMA = pa.schema([("text_id", pa.string()), ("text", pa.string())])
+PAIRS_SCHEMA = pa.schema([
+    ("pair_id", pa.string()), ("text_id_1", pa.string()), ("text_id_2", pa.string()),
+    ("gold", pa.float64()), ("split", pa.string()),
+])
+TASK_TABLES = ("texts", "pairs")
+PAIR_TASKS = ("sts", "pair_classification", "bitext")
+LABEL_TASKS = ("classification", "clustering")
+
+
+@dataclass(frozen=True)
+class TaskTables:
+    """A task dataset before freezing: ``texts`` (text_id, text, extra string columns such as
+    ``label`` or ``language``) and, for pair tasks, ``pairs`` (pair_id, text_id_1, text_id_2,
+    gold, split, extra string columns). ``gold`` is the human score (STS), 1/0 (pair
+    classification) or 1 (a translation, bitext)."""
+
+    task: str
+    texts: pa.Table
+    pairs: pa.Table | None
+    source: dict[str, Any]
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {"texts": self.texts} if self.pairs is None else {"texts": self.texts, "pairs": self.pairs}
+
+
+def task_tables(task: str, texts: pa.Table, pairs: pa.Table | None, source: dict[str, Any], where: str) -> TaskTables:
+    """Sort by id, check ids, texts and pair references (errors name ``where``), and return the tables."""
+    for column, kind in (("text_id", pa.string()), ("text", pa.string())):
+        if texts.schema.field(column).type != kind:
+            raise DataError(f"{where}: texts.{column} must be strings")
+    texts = texts.sort_by("text_id")
+    ids = texts.column("text_id").to_pylist()
+    duplicates = sorted({i for i, j in zip(ids, ids[1:]) if i == j})
+    if duplicates:
+        raise DataError(f"{where}: duplicate text ids {duplicates[:5]}; ids must be unique")
+    empty = [i for i, text in zip(ids, texts.column("text").to_pylist()) if not (text or "").strip()]
+    if empty:
+        raise DataError(f"{where}: texts {empty[:5]} are empty; remove them or give them text")
+    if task in LABEL_TASKS:
+        if "label" not in texts.column_names or texts.column("label").null_count:
+            raise DataError(f"{where}: task {task} needs a label for every text")
+    if task in PAIR_TASKS:
+        if pairs is None or pairs.num_rows == 0:
+            raise DataError(f"{where}: task {task} needs pairs; none were loaded")
+        pairs = pairs.sort_by("pair_id")
+        pair_ids = pairs.column("pair_id").to_pylist()
+        repeated = sorted({i for i, j in zip(pair_ids, pair_ids[1:]) if i == j})
+        if repeated:
+            raise DataError(f"{where}: duplicate pair ids {repeated[:5]}; ids must be unique")
+        known = set(ids)
+        for side in ("text_id_1", "text_id_2"):
+            unknown = sorted(set(pairs.column(side).to_pylist()) - known)
+            if unknown:
+                raise DataError(f"{where}: pairs name unknown text ids {unknown[:5]} in {side}")
+    return TaskTables(task, texts, pairs, source)
+
+
+def freeze_task_dataset(name: str, tables: TaskTables, directory: Path) -> FrozenDataset:
+    """Write ``texts`` (and ``pairs``), then the manifest, each atomically, as :func:`freeze_dataset`."""
+    contents = tables.tables()
+    hashes = {table: sha256_table(content) for table, content in contents.items()}
+    for table, content in contents.items():
+        write_parquet(content, directory / f"{table}.parquet")
+    counts = {"texts": tables.texts.num_rows}
+    if tables.pairs is not None:
+        counts["pairs"] = tables.pairs.num_rows
+        counts.update({f"pairs_{split}": n for split, n in _value_counts(tables.pairs.column("split")).items()})
+    manifest = {
+        "dataset": name,
+        "task": tables.task,
+        "source": tables.source,
+        "counts": counts,
+        "tables": {table: {"sha256": hashes[table], "rows": content.num_rows, "file": f"{table}.parquet"}
+                   for table, content in contents.items()},
+        "version": dataset_version(hashes),
+    }
+    write_json(manifest, directory / "manifest.json")
+    return FrozenDataset(directory, manifest)
+
+
+def task_encoding_inputs(frozen: FrozenDataset) -> EncodingInputs:
+    """The texts of a frozen task dataset to encode, each once, addressed by the texts table hash."""
+    texts = frozen.read("texts")
+    return EncodingInputs(texts.column("text_id").to_pylist(), texts.column("text").to_pylist(), frozen.table_sha("texts"))
+
+
+def verify_task_frozen(frozen: FrozenDataset) -> list[str]:
+    """Integrity problems of a frozen task dataset on disk (empty when sound)."""
+    problems, tables = [], {}
+    for table in frozen.manifest["tables"]:
+        path = frozen.path(table)
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+            continue
+        tables[table] = read_table(path)
+        if sha256_table(tables[table]) != frozen.table_sha(table):
+            problems.append(f"{path} does not match the sha256 in its manifest; re-freeze the dataset")
+    if "texts" in tables and "pairs" in tables:
+        known = set(tables["texts"].column("text_id").to_pylist())
+        for side in ("text_id_1", "text_id_2"):
+            unknown = sorted(set(tables["pairs"].column(side).to_pylist()) - known)
+            if unknown:
+                problems.append(f"pairs.{side} names unknown text ids {unknown[:5]}")
+    return problems
+
+
+def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in column.to_pylist():
+        counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items()))

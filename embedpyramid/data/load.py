@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 
-from embedpyramid.config import BeirDataset, ChatterbotDataset, ProjectConfig, SquadDataset
+from embedpyramid.config import (
+    BeirDataset,
+    ChatterbotDataset,
+    DjangoBitextDataset,
+    LeeDataset,
+    NewsgroupsDataset,
+    PairClassificationSettings,
+    ProjectConfig,
+    SquadDataset,
+    StsFileDataset,
+)
 from embedpyramid.config.base import resolve_path
 from embedpyramid.data.beir import load_beir, qrels_path
-from embedpyramid.data.chatterbot import load_chatterbot
-from embedpyramid.data.frozen import DataError, RawDataset
+from embedpyramid.data.chatterbot import load_chatterbot, load_chatterbot_questions
+from embedpyramid.data.django_bitext import load_django_bitext
+from embedpyramid.data.frozen import DataError, RawDataset, TaskTables
+from embedpyramid.data.gensim_data import load_lee, load_mini_newsgroups
+from embedpyramid.data.question_pairs import load_chatterbot_pairs
 from embedpyramid.data.squad import load_squad
+from embedpyramid.data.sts_files import load_sts_file
 
 
 def load_configured_dataset(config: ProjectConfig, name: str) -> RawDataset:
@@ -40,3 +54,35 @@ def load_configured_dataset(config: ProjectConfig, name: str) -> RawDataset:
             "so every query would be excluded; add relevant judgements or lower relevance_threshold in protocol.yaml"
         )
     return raw
+
+
+def load_task_dataset(config: ProjectConfig, name: str) -> TaskTables:
+    """Load task dataset ``name`` (an entry of ``datasets.yaml`` whose task is not retrieval) and
+    check that its slice and group columns exist."""
+    spec = config.task_dataset(name)
+    if isinstance(spec, ChatterbotDataset):
+        if spec.task == "pair_classification":
+            settings = spec.task_settings
+            assert isinstance(settings, PairClassificationSettings)
+            tables = load_chatterbot_pairs(spec, settings)
+        else:
+            tables = load_chatterbot_questions(spec)
+    elif isinstance(spec, LeeDataset):
+        tables = load_lee()
+    elif isinstance(spec, StsFileDataset):
+        tables = load_sts_file(resolve_path(config.directory, spec.path), spec.format, spec.split)
+    elif isinstance(spec, NewsgroupsDataset):
+        tables = load_mini_newsgroups(spec)
+    elif isinstance(spec, DjangoBitextDataset):
+        tables = load_django_bitext(spec)
+    else:
+        raise DataError(f"datasets.yaml: dataset {name!r} (loader {spec.loader!r}) has no task loader")
+    items = tables.pairs if tables.pairs is not None else tables.texts
+    wanted = [*spec.slices, *([spec.group_column] if spec.group_column else [])]
+    missing = [column for column in wanted if column not in items.column_names]
+    if missing:
+        reserved = ("pair_id", "text_id", "text_id_1", "text_id_2", "text", "gold", "split")
+        available = [c for c in items.column_names if c not in reserved]
+        raise DataError(f"datasets.yaml: datasets.{name}: slice/group columns {missing} are not columns of its "
+                        f"items; available: {', '.join(available) or 'none'}")
+    return tables

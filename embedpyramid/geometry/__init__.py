@@ -1,2 +1,3 @@
 """Pyramid L1, geometry: raw-vector norms and anisotropy (``norms``), the price of normalization
-mistakes (``normalization``), and the level's store-backed entry points and report section (``level``)."""
+mistakes (``normalization``), whether known-similar pairs score above random ones
+(``pair_sanity``), and the level's store-backed entry points and report section (``level``)."""

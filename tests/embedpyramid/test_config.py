@@ -103,7 +103,8 @@ def test_unknown_key_lists_the_allowed_keys_and_the_closest_one(write_configs, d
 def test_unknown_keys_in_datasets_protocol_and_ann_are_explained(write_configs):
     folder = write_configs("a", datasets={"tiny": {"loader": "chatterbot", "slice": ["category"]}})
     with pytest.raises(ConfigError, match=r"datasets\.tiny\.slice: unknown key; did you mean 'slices'\? allowed here: "
-                                          r"slices, drop_self_hits, group_column, role, confirmatory_metric, reference, "
+                                          r"slices, drop_self_hits, group_column, task, sts, pair_classification, "
+                                          r"classification, clustering, bitext, role, confirmatory_metric, reference, "
                                           r"mteb_results, gold_answers, loader, language, categories$"):
         load_config(folder)
     with pytest.raises(ConfigError, match=r"protocol\.yaml: k_value: unknown key; did you mean 'k_values'\? "
@@ -113,7 +114,9 @@ def test_unknown_keys_in_datasets_protocol_and_ann_are_explained(write_configs):
                                           r"  search\.block: unknown key; allowed here: doc_block_size, query_block_size\n"
                                           r"  comparison\.seeds: unknown key; did you mean 'seed'\? allowed here: baseline, "):
         load_config(write_configs("b2", protocol={"comparison": {"seeds": 3}, "search": {"block": 5}}))
-    with pytest.raises(ConfigError, match=r"datasets\.x\.loader 'csv' is not a loader; allowed: 'chatterbot', 'beir', 'squad', 'published'$"):
+    with pytest.raises(ConfigError, match=r"datasets\.x\.loader 'csv' is not a loader; allowed: 'chatterbot', 'beir', "
+                                          r"'squad', 'published', 'gensim-lee', 'sts-file', 'gensim-newsgroups', "
+                                          r"'django-bitext'$"):
         load_config(write_configs("c", datasets={"x": {"loader": "csv"}}))
     with pytest.raises(ConfigError, match=r"datasets\.x\.loader is missing; allowed: 'chatterbot', 'beir', 'squad', 'published'$"):
         load_config(write_configs("d", datasets={"x": {"slices": []}}))
@@ -207,8 +210,8 @@ def test_invalid_utf8_and_a_byte_order_mark_in_config_files(write_configs):
 
 def test_chatterbot_slice_that_does_not_exist_is_refused_at_load(write_configs):
     folder = write_configs(datasets={"chat": {"loader": "chatterbot", "slices": ["category", "topic"]}})
-    with pytest.raises(ConfigError, match=r"datasets\.yaml: datasets\.chat: slice/group columns \['topic'\] are not query "
-                                          r"fields of the chatterbot loader; fields that exist: category$"):
+    with pytest.raises(ConfigError, match=r"datasets\.yaml: datasets\.chat: slice/group columns \['topic'\] are not "
+                                          r"fields of the chatterbot loader's retrieval items; fields that exist: category$"):
         load_config(folder)
     folder = write_configs("b", datasets={"chat": {"loader": "chatterbot", "group_column": "session"}})
     with pytest.raises(ConfigError, match=r"datasets\.chat: slice/group columns \['session'\]"):

@@ -1,0 +1,135 @@
+"""Task settings of a dataset entry (``datasets.yaml``): which L2 task family evaluates it and how.
+
+A dataset entry declares ``task:`` (``retrieval``, the default for retrieval loaders, or one of
+:data:`TASK_FAMILIES`) and, optionally, a block named after that task holding its settings;
+every stochastic step takes its seeds from here, and the settings travel with the numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from embedpyramid.config.base import Strict
+
+Task = Literal["retrieval", "sts", "pair_classification", "classification", "clustering", "bitext"]
+TASK_FAMILIES: tuple[str, ...] = ("sts", "pair_classification", "classification", "clustering", "bitext")
+BitextScoring = Literal["nearest", "margin", "csls"]
+
+
+class TaskSettings(Strict):
+    """What every task family shares: the card prompt its texts are encoded with.
+
+    ``text_kind: query`` encodes every text with the card's query prompt (the usual choice for
+    symmetric tasks, e.g. e5's ``query:``), ``document`` with its document prompt.
+    """
+
+    text_kind: Literal["query", "document"] = "query"
+
+
+class StsSettings(TaskSettings):
+    """STS: cosine of the two texts against the human score (Spearman primary, Pearson)."""
+
+
+class PairClassificationSettings(TaskSettings):
+    """Pair classification: ``cosine >= threshold`` is positive; the threshold maximizes
+    ``threshold_metric`` on the dev split and is applied unchanged to test. ``seed`` draws the
+    negatives and the dev/test split of the embedded chatterbot pairs; ``dev_share`` is the share
+    of positive pairs (by whole answer group) that goes to dev."""
+
+    threshold_metric: Literal["f1", "accuracy"] = "f1"
+    seed: int = 42
+    dev_share: float = Field(0.5, gt=0, lt=1)
+
+
+class ClassificationSettings(TaskSettings):
+    """Classification on frozen embeddings, by repeated stratified k-fold cross-validation.
+
+    For each seed the items are split into ``folds`` stratified folds (shuffled with the seed);
+    every item is predicted once per seed by a kNN classifier (``k`` neighbours, cosine) and by a
+    logistic-regression probe whose C is chosen from ``c_grid`` by ``inner_folds``-fold
+    cross-validation on the training folds only. Classes with fewer than ``folds`` items cannot
+    be stratified and are dropped (and listed). ``threads`` caps the BLAS threads of the fits:
+    1 keeps them reproducible bit for bit and, on a shared machine, avoids the oversubscription
+    that made them ~30x slower in measurements here.
+    """
+
+    k: int = Field(5, ge=1)
+    c_grid: list[float] = Field(default_factory=lambda: [0.1, 1.0, 10.0, 100.0, 1000.0])
+    folds: int = Field(5, ge=2)
+    inner_folds: int = Field(3, ge=2)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    max_iter: int = Field(1000, ge=1)
+    threads: int = Field(1, ge=1)
+
+    @field_validator("c_grid")
+    @classmethod
+    def _positive_grid(cls, grid: list[float]) -> list[float]:
+        if not grid or any(c <= 0 for c in grid):
+            raise ValueError("c_grid must be a non-empty list of positive inverse regularization strengths")
+        return grid
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        return _checked_seeds(seeds)
+
+    @model_validator(mode="after")
+    def _inner_fits_outer(self) -> ClassificationSettings:
+        if self.inner_folds >= self.folds:
+            raise ValueError(
+                f"inner_folds ({self.inner_folds}) must be below folds ({self.folds}): a class of `folds` "
+                "items leaves folds - 1 of them for the inner cross-validation"
+            )
+        return self
+
+
+class ClusteringSettings(TaskSettings):
+    """k-means on unit vectors with k = the number of gold classes, once per seed (``n_init``
+    initializations each); V-measure, ARI and AMI as mean ± sd over the seeds. ``threads`` caps
+    k-means' OpenMP threads (1: reproducible on any machine)."""
+
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4])
+    n_init: int = Field(1, ge=1)
+    threads: int = Field(1, ge=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        return _checked_seeds(seeds)
+
+
+class BitextSettings(TaskSettings):
+    """Bitext mining: each source sentence's best target among all targets of its language pair.
+
+    ``scorings``: ``nearest`` (cosine), ``margin`` (ratio margin, Artetxe & Schwenk 2019) and
+    ``csls`` (Conneau et al. 2018), the last two over ``k`` neighbours; the hubness of each
+    scoring is the skew of the k-occurrence over its top ``hubness_k`` targets per source.
+    """
+
+    scorings: list[BitextScoring] = Field(default_factory=lambda: ["nearest", "margin", "csls"])
+    k: int = Field(4, ge=1)
+    hubness_k: int = Field(10, ge=1)
+
+    @field_validator("scorings")
+    @classmethod
+    def _distinct_scorings(cls, scorings: list[str]) -> list[str]:
+        if not scorings or len(set(scorings)) != len(scorings):
+            raise ValueError("scorings must list distinct scorings: nearest, margin, csls")
+        return scorings
+
+
+SETTINGS_BY_TASK: dict[str, type[TaskSettings]] = {
+    "sts": StsSettings,
+    "pair_classification": PairClassificationSettings,
+    "classification": ClassificationSettings,
+    "clustering": ClusteringSettings,
+    "bitext": BitextSettings,
+}
+
+
+def _checked_seeds(seeds: list[int]) -> list[int]:
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError("seeds must be a non-empty list of distinct integers")
+    return seeds

@@ -1,0 +1,218 @@
+"""Clustering: do groups form without labels?
+
+k-means (scikit-learn ``KMeans``, Lloyd, k-means++ seeding, ``n_init`` initializations) on the
+unit vectors, with **k = the number of gold classes** (the evaluation knows it; the model does
+not), once per seed. Each clustering is scored against the gold classes with
+
+* **V-measure** (Rosenberg & Hirschberg 2007): the harmonic mean of homogeneity
+  ``h = I(C;K) / H(C)`` and completeness ``c = I(C;K) / H(K)``;
+* **ARI**, the adjusted Rand index (Hubert & Arabie 1985): pair-counting agreement corrected
+  for chance, ``2 (tp·tn − fn·fp) / ((tp + fn)(fn + tn) + (tp + fp)(fp + tn))``;
+* **AMI**, adjusted mutual information (Vinh, Epps & Bailey 2010), arithmetic normalization:
+  ``(I − E[I]) / (mean(H(C), H(K)) − E[I])``, ``E[I]`` under the hypergeometric model;
+
+all from scikit-learn (``v_measure_score``, ``adjusted_rand_score``,
+``adjusted_mutual_info_score``; natural logarithms), reported as mean ± sd over the seeds. A
+perfect clustering scores 1 on all three whatever the cluster numbering. This is MTEB's
+clustering protocol (Muennighoff et al. 2023) with the seeds made explicit.
+
+None of the three is a mean of per-item values, so two models are compared with the paired
+bootstrap over items of the seed-mean scores; :func:`clustering_scores_rows` recomputes the
+three from each resample's contingency table (the same formulas as scikit-learn, checked against
+it in the tests) so that 10,000 resamples take seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from scipy.special import gammaln
+from sklearn import metrics as skm
+from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
+
+from embedpyramid.config.tasks import ClusteringSettings
+from embedpyramid.stats.statistic import paired_statistic_bootstrap
+from embedpyramid.tasks.common import (
+    ALL,
+    PER_SEED_SCHEMA,
+    TaskError,
+    TaskResult,
+    comparison_frame,
+    empty_per_item,
+    paired_predictions,
+    summarize_seeds,
+)
+from embedpyramid.vectors import TextVectors
+
+SYSTEM = "kmeans"
+SPLIT = "all"
+"""``split`` of every clustering row: the clustering sees (and is scored on) every item."""
+METRICS = ("v_measure", "ari", "ami")
+_EPS = np.finfo(np.float64).eps
+_EMI_TERMS_PER_CHUNK = 1 << 22
+_DENSE_KEYS = 1 << 24
+
+
+def clustering_scores_rows(gold: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """``[v_measure, ari, ami]`` of each row of (rows, n) integer labels (codes ``>= 0``).
+
+    Computed from the row's contingency table ``n_ij`` with class sizes ``a_i`` and cluster
+    sizes ``b_j`` exactly as scikit-learn does, including its conventions for degenerate
+    labellings (a single class or cluster): ``h = 1`` when ``H(C) = 0``, ``c = 1`` when
+    ``H(K) = 0``, ARI = 1 when no pair disagrees, AMI = 1 when both have one label.
+    """
+    rows, n = gold.shape
+    n_classes, n_clusters = int(gold.max()) + 1, int(predicted.max()) + 1
+    cells = (np.arange(rows)[:, None] * n_classes * n_clusters + gold * n_clusters + predicted).ravel()
+    table = np.bincount(cells, minlength=rows * n_classes * n_clusters).reshape(rows, n_classes, n_clusters)
+    table = table.astype(np.float64)
+    a, b = table.sum(axis=2), table.sum(axis=1)
+
+    def entropy(sizes: np.ndarray) -> np.ndarray:
+        p = sizes / n
+        return -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(axis=1)
+
+    h_true, h_pred = entropy(a), entropy(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_ratio = np.log(n) + np.log(table) - np.log(a)[:, :, None] - np.log(b)[:, None, :]
+        mutual_information = np.clip(np.where(table > 0, table / n * log_ratio, 0.0).sum(axis=(1, 2)), 0.0, None)
+
+    homogeneity = np.divide(mutual_information, h_true, out=np.ones(rows), where=h_true != 0)
+    completeness = np.divide(mutual_information, h_pred, out=np.ones(rows), where=h_pred != 0)
+    total = homogeneity + completeness
+    v_measure = np.divide(2 * homogeneity * completeness, total, out=np.zeros(rows), where=total != 0)
+
+    squares = (table**2).sum(axis=(1, 2))
+    tp = squares - n
+    fp = (b**2).sum(axis=1) - squares
+    fn = (a**2).sum(axis=1) - squares
+    tn = float(n) ** 2 - fp - fn - squares
+    denominator = (tp + fn) * (fn + tn) + (tp + fp) * (fp + tn)
+    agree = (fn == 0) & (fp == 0)
+    ari = np.divide(2.0 * (tp * tn - fn * fp), denominator, out=np.ones(rows), where=~agree)
+
+    emi = expected_mutual_information(a, b, n)
+    ami_denominator = (h_true + h_pred) / 2 - emi
+    ami_denominator = np.where(ami_denominator < 0, np.minimum(ami_denominator, -_EPS), np.maximum(ami_denominator, _EPS))
+    single = ((a > 0).sum(axis=1) == 1) & ((b > 0).sum(axis=1) == 1)
+    ami = np.where(single, 1.0, (mutual_information - emi) / ami_denominator)
+    return np.stack([v_measure, ari, ami], axis=1)
+
+
+def expected_mutual_information(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """``E[I]`` of each row's class sizes ``a`` (rows, G) and cluster sizes ``b`` (rows, K)
+    under the hypergeometric model of random labellings with those sizes (Vinh et al. 2010, eq. 24):
+    ``sum_ij sum_nij (nij/N) log(N nij / (a_i b_j)) P(nij)``, ``P`` the hypergeometric pmf,
+    ``nij`` from ``max(1, a_i + b_j - N)`` to ``min(a_i, b_j)``. Each distinct ``(a_i, b_j)``
+    pair is summed once (they repeat across resamples)."""
+    rows = a.shape[0]
+    sizes_a = np.broadcast_to(a[:, :, None], (rows, a.shape[1], b.shape[1])).ravel().astype(np.int64)
+    sizes_b = np.broadcast_to(b[:, None, :], (rows, a.shape[1], b.shape[1])).ravel().astype(np.int64)
+    row_of = np.repeat(np.arange(rows), a.shape[1] * b.shape[1])
+    used = (sizes_a > 0) & (sizes_b > 0)
+    keys, inverse = _distinct(sizes_a[used] * (n + 1) + sizes_b[used], (n + 1) ** 2)
+    pair_a, pair_b = keys // (n + 1), keys % (n + 1)
+    terms = np.zeros(keys.shape[0])
+    low = np.maximum(1, pair_a + pair_b - n)
+    lengths = np.minimum(pair_a, pair_b) - low + 1
+    ends = np.cumsum(lengths)
+    start = 0
+    while start < keys.shape[0]:
+        # Chunks of whole pairs holding about _EMI_TERMS_PER_CHUNK terms bound the memory.
+        budget = ends[start] - lengths[start] + _EMI_TERMS_PER_CHUNK
+        end = max(start + 1, int(np.searchsorted(ends, budget, side="right")))
+        part = slice(start, end)
+        owner = np.repeat(np.arange(end - start), lengths[part])
+        offsets = np.arange(owner.shape[0]) - np.repeat(ends[part] - lengths[part] - (ends[start] - lengths[start]),
+                                                        lengths[part])
+        nij = (low[part][owner] + offsets).astype(np.float64)
+        ai, bj = pair_a[part][owner].astype(np.float64), pair_b[part][owner].astype(np.float64)
+        log_pmf = (gammaln(ai + 1) + gammaln(bj + 1) + gammaln(n - ai + 1) + gammaln(n - bj + 1) - gammaln(n + 1)
+                   - gammaln(nij + 1) - gammaln(ai - nij + 1) - gammaln(bj - nij + 1) - gammaln(n - ai - bj + nij + 1))
+        values = nij / n * (np.log(n) + np.log(nij) - np.log(ai) - np.log(bj)) * np.exp(log_pmf)
+        terms[start:end] = np.bincount(owner, weights=values, minlength=end - start)
+        start = end
+    return np.bincount(row_of[used], weights=terms[inverse], minlength=rows)
+
+
+def _distinct(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` for keys in ``[0, size)``; by marking a dense table
+    when it is small (no sort: several times faster on the millions of keys of a bootstrap)."""
+    if size > _DENSE_KEYS:
+        return np.unique(keys, return_inverse=True)
+    seen = np.zeros(size, dtype=bool)
+    seen[keys] = True
+    rank = np.cumsum(seen) - 1
+    return np.flatnonzero(seen), rank[keys]
+
+
+def seed_mean_scores(gold: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """(rows, 3) seed-mean ``[v_measure, ari, ami]`` from (rows, n) gold codes and (rows, n, seeds)
+    cluster codes: the statistic the paired bootstrap compares."""
+    rows, n, seeds = predicted.shape
+    flat_gold = np.repeat(gold[:, None, :], seeds, axis=1).reshape(rows * seeds, n)
+    flat_predicted = predicted.transpose(0, 2, 1).reshape(rows * seeds, n)
+    return clustering_scores_rows(flat_gold, flat_predicted).reshape(rows, seeds, len(METRICS)).mean(axis=1)
+
+
+def evaluate_clustering(texts: pl.DataFrame, vectors: TextVectors, settings: ClusteringSettings, *,
+                        dataset: str, model: str) -> TaskResult:
+    """k-means with k = the number of gold classes, once per seed; ``texts`` holds ``text_id, label``."""
+    ordered = texts.sort("text_id")
+    labels = sorted(ordered["label"].unique().to_list())
+    if len(labels) < 2 or len(labels) > ordered.height:
+        raise TaskError(f"{dataset}: clustering needs at least two gold classes and no more classes than items; "
+                        f"got {len(labels)} classes over {ordered.height} items")
+    item_ids = ordered["text_id"].to_list()
+    features = vectors.unit_rows(item_ids)
+    gold = ordered["label"].to_list()
+    seed_rows, frames = [], []
+    for seed in settings.seeds:
+        with threadpool_limits(limits=settings.threads):
+            clusters = KMeans(n_clusters=len(labels), n_init=settings.n_init, random_state=seed).fit_predict(features)
+        scores = {"v_measure": skm.v_measure_score(gold, clusters), "ari": skm.adjusted_rand_score(gold, clusters),
+                  "ami": skm.adjusted_mutual_info_score(gold, clusters)}
+        seed_rows += [{"seed": seed, "metric": metric, "value": float(scores[metric])} for metric in METRICS]
+        frames.append(pl.DataFrame({"item_id": item_ids, "seed": [seed] * len(item_ids), "gold": gold,
+                                    "cluster": clusters.astype(np.int64)}))
+    per_seed = pl.DataFrame(seed_rows).select(
+        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(SYSTEM).alias("system"),
+        pl.lit(ALL).alias("subset"), "seed", "metric", "value").cast(PER_SEED_SCHEMA)
+    predictions = pl.concat(frames).select(
+        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(SYSTEM).alias("system"),
+        pl.lit(ALL).alias("subset"), "item_id", pl.col("seed").cast(pl.Int64), "gold", "cluster")
+    result_settings = {
+        "task": "clustering", **settings.model_dump(), "k": len(labels), "k_rule": "the number of gold classes",
+        "features": "L2-normalized vectors", "algorithm": "sklearn KMeans (lloyd, k-means++ init)",
+        "metrics": "sklearn v_measure_score, adjusted_rand_score, adjusted_mutual_info_score (arithmetic)",
+    }
+    return TaskResult("clustering", empty_per_item(), predictions, summarize_seeds(per_seed, len(item_ids), SPLIT),
+                      per_seed, result_settings)
+
+
+def compare_clustering(predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int = 10_000,
+                       confidence: float = 0.95, seed: int = 42, groups: dict[str, str] | None = None) -> pl.DataFrame:
+    """Paired bootstrap over items of the seed-mean V-measure, ARI and AMI differences (b − a).
+
+    The clusterings are those of each model's seeds, held fixed; a resample re-scores them on the
+    drawn items."""
+    key = ["dataset", "system", "subset", "item_id", "seed"]
+    joined = paired_predictions(predictions_a.select(*key, "gold", "model", "cluster"),
+                                predictions_b.select(*key, "model", "cluster"), key, "compare_clustering").sort(
+        "item_id", "seed")
+    item_ids = joined["item_id"].unique(maintain_order=True).to_list()
+    n_seeds = joined["seed"].n_unique()
+    if joined.height != len(item_ids) * n_seeds:
+        raise TaskError("compare_clustering: every item needs a cluster for every seed of both models")
+    labels = sorted(joined["gold"].unique().to_list())
+    gold = joined["gold"].replace_strict(labels, list(range(len(labels))), return_dtype=pl.Int64).to_numpy()
+    gold = gold.reshape(len(item_ids), n_seeds)[:, 0]
+    clusters_a = joined["cluster"].to_numpy().reshape(len(item_ids), n_seeds)
+    clusters_b = joined["cluster_b"].to_numpy().reshape(len(item_ids), n_seeds)
+    comparison = paired_statistic_bootstrap(
+        seed_mean_scores, (gold, clusters_a), (gold, clusters_b), vectorized=True, n_resamples=n_resamples,
+        confidence=confidence, seed=seed, groups=None if groups is None else [groups[item] for item in item_ids],
+    )
+    return comparison_frame(comparison, METRICS, dataset=joined["dataset"][0], system=SYSTEM, subset=ALL,
+                            split=SPLIT, model_a=joined["model"][0], model_b=joined["model_b"][0])

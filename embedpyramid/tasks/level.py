@@ -1,0 +1,119 @@
+"""Pyramid L2, the task families other than retrieval, for one (model, dataset): read the frozen
+task tables, evaluate the dataset's task on a model's vectors, compare two models, and write and
+read the results through the artifact store.
+
+Results live under ``<data>/tasks/<dataset>/<model key>/`` as four Parquet tables —
+``per_item``, ``predictions``, ``summary``, ``per_seed`` (see :mod:`embedpyramid.tasks.common`)
+— each carrying the task and its settings (seeds included) in its schema metadata, so the
+numbers never travel without them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from embedpyramid.config import (
+    BitextSettings,
+    ClassificationSettings,
+    ClusteringSettings,
+    DatasetEntry,
+    PairClassificationSettings,
+)
+from embedpyramid.data import FrozenDataset
+from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata, write_parquet
+from embedpyramid.tasks.bitext import compare_bitext, evaluate_bitext
+from embedpyramid.tasks.classification import compare_classification, evaluate_classification
+from embedpyramid.tasks.clustering import compare_clustering, evaluate_clustering
+from embedpyramid.tasks.common import TaskError, TaskResult
+from embedpyramid.tasks.pair_classification import compare_pair_classification, evaluate_pair_classification
+from embedpyramid.tasks.sts import compare_sts, evaluate_sts
+from embedpyramid.vectors import TextVectors
+
+RESULT_TABLES = ("per_item", "predictions", "summary", "per_seed")
+PAIR_SEPARATOR = " ⟷ "
+"""Between the two texts of a pair where an item's text is shown (regression lists)."""
+
+_COMPARE = {
+    "sts": compare_sts,
+    "pair_classification": compare_pair_classification,
+    "classification": compare_classification,
+    "clustering": compare_clustering,
+    "bitext": compare_bitext,
+}
+
+
+def tasks_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
+    return store.root / "tasks" / dataset / model_key
+
+
+def evaluate_task(spec: DatasetEntry, frozen: FrozenDataset, vectors: TextVectors, *, dataset: str,
+                  model: str) -> TaskResult:
+    """Evaluate a frozen task dataset's declared task on one model's vectors of its texts."""
+    settings = spec.task_settings
+    if spec.task in ("classification", "clustering"):
+        texts = read_frame(frozen.path("texts"), columns=["text_id", "label"])
+        if isinstance(settings, ClassificationSettings):
+            return evaluate_classification(texts, vectors, settings, dataset=dataset, model=model)
+        assert isinstance(settings, ClusteringSettings)
+        return evaluate_clustering(texts, vectors, settings, dataset=dataset, model=model)
+    if spec.task not in ("sts", "pair_classification", "bitext"):
+        raise TaskError(f"dataset {dataset!r}: task {spec.task!r} is not evaluated here (retrieval has its own level)")
+    pairs = read_frame(frozen.path("pairs"))
+    if spec.task == "sts":
+        return evaluate_sts(pairs, vectors, dataset=dataset, model=model)
+    if isinstance(settings, PairClassificationSettings):
+        return evaluate_pair_classification(pairs, vectors, settings, dataset=dataset, model=model)
+    assert isinstance(settings, BitextSettings)
+    return evaluate_bitext(pairs, vectors, settings, dataset=dataset, model=model)
+
+
+def compare_task(task: str, predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int = 10_000,
+                 confidence: float = 0.95, seed: int = 42, groups: dict[str, str] | None = None) -> pl.DataFrame:
+    """Paired statistic-bootstrap comparisons (b − a) of the task's whole-set statistics."""
+    if task not in _COMPARE:
+        raise TaskError(f"task {task!r} has no statistic comparisons; allowed: {', '.join(_COMPARE)}")
+    return _COMPARE[task](predictions_a, predictions_b, n_resamples=n_resamples, confidence=confidence, seed=seed,
+                          groups=groups)
+
+
+def task_items(frozen: FrozenDataset, spec: DatasetEntry) -> pl.DataFrame:
+    """The items of a task dataset as the paired comparisons read queries: ``query_id`` (the
+    pair or text id), ``text`` (a pair's two texts joined by :data:`PAIR_SEPARATOR`) and the
+    dataset's slice and group columns."""
+    texts = read_frame(frozen.path("texts"))
+    extra = list(dict.fromkeys([*spec.slices, *([spec.group_column] if spec.group_column else [])]))
+    if "pairs" not in frozen.manifest["tables"]:
+        return texts.select(pl.col("text_id").alias("query_id"), "text", *extra)
+    lookup = dict(zip(texts["text_id"], texts["text"]))
+    pairs = read_frame(frozen.path("pairs"))
+    shown = [lookup[a] + PAIR_SEPARATOR + lookup[b] for a, b in zip(pairs["text_id_1"], pairs["text_id_2"])]
+    return pairs.select(pl.col("pair_id").alias("query_id"), *extra).insert_column(1, pl.Series("text", shown))
+
+
+def task_groups(items: pl.DataFrame, spec: DatasetEntry) -> dict[str, str] | None:
+    """Item id → resampling group from :func:`task_items`, when the dataset names a group column."""
+    if spec.group_column is None:
+        return None
+    return dict(zip(items["query_id"], items[spec.group_column].cast(pl.String)))
+
+
+def write_task_result(result: TaskResult, directory: Path) -> Path:
+    """Write the four result tables atomically, each with the task and settings in its metadata."""
+    metadata = {"embedpyramid": json.dumps({"task": result.task, "settings": result.settings}, sort_keys=True,
+                                           default=str)}
+    for name in RESULT_TABLES:
+        table = getattr(result, name).to_arrow().replace_schema_metadata(metadata)
+        write_parquet(table, directory / f"{name}.parquet")
+    return directory
+
+
+def read_task_result(directory: Path) -> TaskResult:
+    """A result written by :func:`write_task_result`."""
+    frames = {name: read_frame(directory / f"{name}.parquet") for name in RESULT_TABLES}
+    meta: dict[str, Any] = read_table_metadata(directory / "summary.parquet")
+    return TaskResult(meta["task"], frames["per_item"], frames["predictions"], frames["summary"], frames["per_seed"],
+                      meta["settings"])
