@@ -118,7 +118,8 @@ def test_unknown_keys_in_datasets_protocol_and_ann_are_explained(write_configs):
                                           r"'squad', 'published', 'gensim-lee', 'sts-file', 'gensim-newsgroups', "
                                           r"'django-bitext'$"):
         load_config(write_configs("c", datasets={"x": {"loader": "csv"}}))
-    with pytest.raises(ConfigError, match=r"datasets\.x\.loader is missing; allowed: 'chatterbot', 'beir', 'squad', 'published'$"):
+    with pytest.raises(ConfigError, match=r"datasets\.x\.loader is missing; allowed: 'chatterbot', 'beir', 'squad', "
+                                          r"'published', 'gensim-lee', 'sts-file', 'gensim-newsgroups', 'django-bitext'$"):
         load_config(write_configs("d", datasets={"x": {"slices": []}}))
 
 
