@@ -64,14 +64,20 @@ class ScoredRun:
     excluded_query_ids: list[str]
     conventions: MetricConventions
     measures: list[str]
+    aliases: dict[str, str]
+    tied_queries: dict[str, int]
 
     def manifest(self) -> dict[str, Any]:
         return {
             "conventions": self.conventions.as_dict(),
             "measures": self.measures,
+            "aliases": self.aliases,
             "evaluated_queries": self.per_query["query_id"].n_unique(),
             "excluded_queries": len(self.excluded_query_ids),
             "excluded_reason": "no qrel at or above the relevance threshold",
+            # Queries whose score ties straddle a cutoff: the ones the tie rule decides.
+            "tied_queries": len(self.tied_queries),
+            "tie_groups_at_cutoffs": self.tied_queries,
         }
 
     def means(self) -> pl.DataFrame:
@@ -96,7 +102,8 @@ def score_run(
         pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(system).alias("system"),
         "query_id", "metric", "value",
     ).cast(PER_QUERY_SCHEMA)
-    return ScoredRun(per_query, evaluation.excluded_query_ids, conventions, [str(m) for m in measures])
+    return ScoredRun(per_query, evaluation.excluded_query_ids, conventions, [str(m) for m in measures],
+                     evaluation.aliases, evaluation.tied_queries)
 
 
 def write_scored_run(scored: ScoredRun, target: Path) -> Path:
