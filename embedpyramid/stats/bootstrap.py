@@ -42,10 +42,12 @@ Exact where it matters. Every metric column is resampled with the same draws (on
 per block of resamples times the (n_units, columns) matrix of unit sums), on one BLAS thread so
 the products do not depend on the thread count. A column whose deltas are all equal (a model
 against itself, a constant shift ``c``) has no sampling variability: its mean, interval and
-median are exactly ``c``. A resampled sum within the product's rounding bound of zero
-(``2 G eps W* max|S_g / n_g|``) is recomputed correctly rounded (``math.fsum``), so a resample
-that draws only zero deltas, or deltas that cancel exactly, has a mean of exactly 0, and the
-share above zero is not biased by rounding.
+median are exactly ``c``. A resample that draws only zero deltas sums to exactly 0; so does one
+whose deltas cancel, because a resampled sum within the product's rounding bound of zero
+(``2 G eps W* max|S_g / n_g|``) is recomputed correctly rounded (``math.fsum``) — unless the
+column's values all lie on one power-of-two grid narrow enough that no sum can round (deltas of
+P@k, Hit@k, binary nDCG@1), where the product is exact already. So the share above zero is not
+biased by rounding.
 """
 
 from __future__ import annotations
@@ -240,7 +242,8 @@ def _resample(
     blocks.append(sizes[:, None])
     values = np.hstack(blocks)
     largest = np.abs(sums / sizes[:, None]).max(axis=0)
-    rounding = 2.0 * n_units * _EPS * largest
+    # Columns whose resampled sums are exact in float64 need no second look.
+    rounding = np.where(_sums_exactly(sums, n_units), -1.0, 2.0 * n_units * _EPS * largest)
     tolerance = 8.0 * n_units * _EPS * largest
 
     means = np.empty((n_resamples, n_metrics))
@@ -270,13 +273,29 @@ def _resample(
 def _exact_near_zero(
     totals: np.ndarray, counts: np.ndarray, sums: np.ndarray, bound: np.ndarray
 ) -> np.ndarray:
-    """Recompute, correctly rounded, the resampled sums the product cannot tell from zero."""
+    """Recompute, correctly rounded, the resampled sums the product cannot tell from zero (a
+    resample that drew only zero deltas is exactly 0 already)."""
     rows, columns = np.nonzero(np.abs(totals) <= bound)
+    drew_nonzero = np.einsum("ij,ji->i", counts[rows], sums[:, columns] != 0.0) > 0
+    rows, columns = rows[drew_nonzero], columns[drew_nonzero]
     for row, column in zip(rows.tolist(), columns.tolist(), strict=True):
         drawn = np.flatnonzero(counts[row])
         repeated = np.repeat(sums[drawn, column], counts[row, drawn].astype(np.int64))
         totals[row, column] = math.fsum(repeated.tolist())
     return totals
+
+
+def _sums_exactly(sums: np.ndarray, n_draws: int) -> np.ndarray:
+    """Per column: whether every sum of ``n_draws`` unit values is exact in float64 — all values
+    are integer multiples of one power of two, few enough bits apart (deltas of P@k, Hit@k,
+    CompleteEvidence@k, of binary nDCG@1 ...), so no partial sum ever rounds."""
+    fraction, exponent = np.frexp(sums)
+    mantissa = np.abs(fraction * 2.0**53).astype(np.int64)
+    trailing = np.log2(np.where(mantissa > 0, mantissa & -mantissa, 2**53)).astype(np.int64)
+    lowest_bit = np.where(sums != 0.0, exponent - 53 + trailing, np.iinfo(np.int64).max).min(axis=0)
+    highest_bit = np.where(sums != 0.0, exponent, np.iinfo(np.int64).min).max(axis=0)
+    needed = highest_bit - lowest_bit + math.ceil(math.log2(n_draws + 1))
+    return (needed < 53) | ~(sums != 0.0).any(axis=0)
 
 
 def _studentized(

@@ -160,13 +160,16 @@ HSD_PAIR_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
     **{key: pl.String() for key in PAIR_KEYS[2:]},
     "mean_delta": pl.Float64(),
+    "sd_delta": pl.Float64(),
+    "d_z": pl.Float64(),
     "ci_low": pl.Float64(),
     "ci_high": pl.Float64(),
     "p_value": pl.Float64(),
     "p_value_mc_error": pl.Float64(),
     "significant": pl.Boolean(),
 }
-"""One row per pair of models (B − A, simultaneous interval ``delta -+ q``, HSD p-value)."""
+"""One row per pair of models (B − A with the per-query deltas' sd and d_z, the simultaneous
+interval ``delta -+ q``, the HSD p-value)."""
 
 
 @dataclass(frozen=True)
@@ -470,8 +473,9 @@ def tukey_hsd_tables(
         if settings.group_column is not None:
             labels = _query_labels(wide["query_id"], _dataset_queries(queries, dataset, datasets), settings)
             groups = labels[settings.group_column]
+        matrix = wide.select(models).to_numpy()
         hsd = randomized_tukey_hsd(
-            wide.select(models).to_numpy(), models, n_permutations=settings.n_permutations,
+            matrix, models, n_permutations=settings.n_permutations,
             seed=settings.seed, confidence=settings.confidence, groups=groups,
         )
         half = hsd.critical_range / 2.0
@@ -486,9 +490,11 @@ def tukey_hsd_tables(
             })
         for i, j in itertools.combinations(range(len(models)), 2):
             difference = hsd.differences[i, j]
+            deltas = matrix[:, [j]] - matrix[:, [i]]
             pair_rows.append({
                 "dataset": dataset, "system": system, "metric": metric, "model_a": models[i], "model_b": models[j],
-                "mean_delta": difference, "ci_low": difference - hsd.critical_range,
+                "mean_delta": difference, "sd_delta": float(delta_sd(deltas)[0]), "d_z": float(cohens_dz(deltas)[0]),
+                "ci_low": difference - hsd.critical_range,
                 "ci_high": difference + hsd.critical_range, "p_value": hsd.p_values[i, j],
                 "p_value_mc_error": hsd.p_value_mc_errors[i, j], "significant": bool(hsd.significant[i, j]),
             })

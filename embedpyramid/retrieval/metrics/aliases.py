@@ -8,6 +8,7 @@ For every query, whatever the run and the tie rule:
   grade, at or above the threshold), nDCG@1 = P@1 too (gain_1 / ideal gain_1 = rel_1);
 * with one relevant document per query (R = 1), Recall@k = Hit@k = CompleteEvidence@k,
   MAP@k = MRR@k and RPrec = P@1;
+* when every judged document is relevant (no qrel below the threshold), Judged@k = P@k;
 * at cutoffs at or past the run's depth (the most documents any query retrieved), Recall, Hit,
   MRR, MAP and CompleteEvidence no longer change with k, and MRR@k equals the uncut MRR.
 
@@ -27,13 +28,19 @@ _SATURATING = ("Recall", "Hit", "MRR", "MAP", "CompleteEvidence")
 
 
 def measure_aliases(
-    measures: Sequence[Measure], *, binary_grades: bool, single_relevant: bool, run_depth: int
+    measures: Sequence[Measure],
+    *,
+    binary_grades: bool,
+    single_relevant: bool,
+    all_judged_relevant: bool,
+    run_depth: int,
 ) -> dict[str, str]:
     """``{alias: canonical}`` among ``measures`` (canonical names), by the rules above.
 
     ``binary_grades``: every evaluated query's positive grades are one value at or above the
-    threshold; ``single_relevant``: every evaluated query has R = 1; ``run_depth``: the most
-    documents any evaluated query retrieved.
+    threshold; ``single_relevant``: every evaluated query has R = 1; ``all_judged_relevant``:
+    no evaluated query has a qrel below the threshold; ``run_depth``: the most documents any
+    evaluated query retrieved.
     """
     names = [str(m) for m in dict.fromkeys(measures)]
     parent = {name: name for name in names}
@@ -55,6 +62,9 @@ def measure_aliases(
     if binary_grades:
         join("P@1", "nDCG@1")
     cutoffs = sorted({m.cutoff for m in measures if m.cutoff is not None})
+    if all_judged_relevant:
+        for k in cutoffs:
+            join(f"P@{k}", f"Judged@{k}")
     if single_relevant:
         join("P@1", "RPrec", "Recall@1")
         for k in cutoffs:
@@ -72,8 +82,9 @@ def measure_aliases(
 
 def grade_structure(
     query_index: np.ndarray, grades: np.ndarray, n_queries: int, threshold: int
-) -> tuple[bool, bool]:
-    """(binary_grades, single_relevant) of the evaluated queries' qrels."""
+) -> dict[str, bool]:
+    """``binary_grades``, ``single_relevant`` and ``all_judged_relevant`` of the evaluated
+    queries' qrels (the keyword arguments of :func:`measure_aliases`)."""
     positive = grades > 0
     highest = np.full(n_queries, -np.inf)
     lowest = np.full(n_queries, np.inf)
@@ -82,4 +93,8 @@ def grade_structure(
     has_positive = np.isfinite(highest)
     binary = bool(((highest == lowest) & (lowest >= threshold))[has_positive].all())
     relevant = np.bincount(query_index[grades >= threshold], minlength=n_queries)
-    return binary, bool((relevant == 1).all())
+    return {
+        "binary_grades": binary,
+        "single_relevant": bool((relevant == 1).all()),
+        "all_judged_relevant": bool((grades >= threshold).all()),
+    }

@@ -125,9 +125,8 @@ def evaluate_run(
         depth=_needed_depth(unique_measures, n_relevant, run),
         ideal_depth=max((m.cutoff or 0 for m in unique_measures if m.name == "nDCG"), default=0),
     )
-    binary, single = grade_structure(judged_query, grades, len(evaluated), threshold)
     aliases = measure_aliases(
-        unique_measures, binary_grades=binary, single_relevant=single,
+        unique_measures, **grade_structure(judged_query, grades, len(evaluated), threshold),
         run_depth=int(ranking.retrieved.max(initial=0)),
     )
     per_query = score_ranking(ranking, unique_measures, evaluated, aliases)

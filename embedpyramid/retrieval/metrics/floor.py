@@ -76,8 +76,7 @@ def random_ranking_floor(
     ideal = ideal_gains(query, graded_gain(grade, conventions.gain), n_queries, ideal_depth)
     width = max(1, int(retrieved.max(initial=0)))
     ranking = ranking_from_groups(groups, n_relevant, ideal, retrieved, width)
-    binary, single = grade_structure(query, grade, n_queries, threshold)
-    aliases = measure_aliases(unique_measures, binary_grades=binary, single_relevant=single, run_depth=width)
+    aliases = measure_aliases(unique_measures, **grade_structure(query, grade, n_queries, threshold), run_depth=width)
     per_query = score_ranking(ranking, unique_measures, evaluated, aliases)
     return RetrievalEvaluation(
         per_query=per_query.sort("query_id", "metric"),

@@ -155,18 +155,19 @@ def test_aliases_are_computed_once_and_reported() -> None:
     run = make_run([("q1", "a", 0.9), ("q1", "x", 0.8), ("q2", "y", 0.9), ("q2", "b", 0.8)])
     qrels = make_qrels([("q1", "a", 1), ("q2", "b", 1)])
     every = measures("Recall@1", "Hit@1", "MRR@1", "MAP@1", "nDCG@1", "P@1", "Recall@2", "Hit@2", "MAP@2", "MRR@2",
-                     "RPrec", "MRR")
+                     "RPrec", "MRR", "P@2", "Judged@2")
     result = evaluate_run(run, qrels, every)
     # Binary grades, one relevant document per query, two documents retrieved per query.
     assert result.aliases == {
         "Hit@1": "Recall@1", "MRR@1": "Recall@1", "MAP@1": "Recall@1", "nDCG@1": "Recall@1", "P@1": "Recall@1",
-        "RPrec": "Recall@1", "Hit@2": "Recall@2", "MRR@2": "MAP@2", "MRR": "MAP@2",
+        "RPrec": "Recall@1", "Hit@2": "Recall@2", "MRR@2": "MAP@2", "MRR": "MAP@2", "Judged@2": "P@2",
     }
     for alias, canonical in result.aliases.items():
         assert values(result, "q2")[alias] == values(result, "q2")[canonical]
-    # Graded (q1 has grades 2 and 1) and two relevant documents for q1: only the rules that
-    # hold for every ranking remain, plus the uncut MRR at the run's depth of 2.
-    graded = evaluate_run(run, make_qrels([("q1", "a", 2), ("q1", "x", 1), ("q2", "b", 1)]), every)
+    # Graded (q1 has grades 2 and 1), two relevant documents for q1, a judged non-relevant one
+    # for q2: only the rules that hold for every ranking remain, plus the uncut MRR at the
+    # run's depth of 2.
+    graded = evaluate_run(run, make_qrels([("q1", "a", 2), ("q1", "x", 1), ("q2", "b", 1), ("q2", "y", 0)]), every)
     assert graded.aliases == {"MRR@1": "Hit@1", "P@1": "Hit@1", "MAP@1": "Recall@1", "MRR": "MRR@2"}
 
 
