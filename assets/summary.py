@@ -18,7 +18,7 @@ from resources import ProjectResource
 @dg.asset(
     deps=["retrieval_metrics"],
     group_name="summary",
-    code_version="1",
+    code_version="2",
     kinds={"parquet"},
     automation_condition=dg.AutomationCondition.eager(),
 )
@@ -54,7 +54,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 @dg.asset(
     deps=["retrieval_metrics", "comparisons"],
     group_name="summary",
-    code_version="2",
+    code_version="3",
     kinds={"duckdb"},
     automation_condition=dg.AutomationCondition.eager(),
 )
@@ -84,7 +84,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
               *(["serving_frontier"] if with_serving else [])],
         group_name="summary",
-        code_version="3",
+        code_version="4",
         kinds={"html"},
         automation_condition=dg.AutomationCondition.eager(),
     )

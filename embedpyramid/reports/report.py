@@ -27,6 +27,7 @@ from embedpyramid.reports.tables import (
     hsd_pairs_summary,
     hsd_summary,
     html_table,
+    interval_method,
     leaderboard_tables,
     markdown_table,
     slice_summary,
@@ -326,9 +327,9 @@ def _settings_note(comparisons: pl.DataFrame) -> str:
         families.append(f"{dataset}, {family}: {what} — {rows.height} tests, {adjustment}")
     return (
         "Deltas are B − A per query (A is the baseline). Intervals: paired bootstrap, "
-        f"{confidence_label(comparisons)} {first['interval']}, {first['n_resamples']:,} resamples, seed "
-        f"{first['seed']}, resampling by {first['resampling']}; 'CI MC error' is the Monte-Carlo error of the "
-        "ends. d_z: mean delta / sd of the deltas. p (sign-flip): two-sided paired sign-flip test "
+        f"{confidence_label(comparisons)} {interval_method(comparisons)}, {first['n_resamples']:,} resamples, seed "
+        f"{first['seed']}, resampling by {first['resampling']}; † marks a BCa interval where the studentized "
+        "one would be unbounded (too few distinct deltas); 'CI MC error' is the Monte-Carlo error of the ends. d_z: mean delta / sd of the deltas. p (sign-flip): two-sided paired sign-flip test "
         f"({first['n_permutations']:,} sign patterns, exact when fewer exist; ± its Monte-Carlo error), the test "
         "the families adjust; p (t-test): the paired t-test, which disagrees on sparse deltas. Families — "
         + "; ".join(families)

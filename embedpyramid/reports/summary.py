@@ -149,8 +149,8 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
         parts["hsd_pairs"].append(hsd_pairs)
     tables = {name: pl.concat(frames) if frames else pl.DataFrame(schema=TABLE_SCHEMAS[name])
               for name, frames in parts.items()}
-    verdicts = dataset_verdicts(tables["comparisons"], tables["hsd"], tables["hsd_pairs"],
-                                power=comparison.power, detectable_delta=comparison.detectable_delta)
+    verdicts = dataset_verdicts(tables["comparisons"], tables["hsd"], power=comparison.power,
+                                detectable_delta=comparison.detectable_delta)
     return ComparisonTables(**tables, verdicts=[v.as_dict() for v in verdicts], skipped=skipped)
 
 

@@ -21,7 +21,7 @@ import polars as pl
 
 from embedpyramid.stats.compare import ALL_QUERIES
 
-_NUMERIC_TEXT = re.compile(r"^[\s+\-−<>≤≥±\d.,%\[\]/∞×eE]*\d[\s+\-−<>≤≥±\d.,%\[\]/∞×eE]*$")
+_NUMERIC_TEXT = re.compile(r"^[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*\d[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*$")
 _FAMILY_LABELS = {"holm": "Holm", "bh": "BH"}
 
 
@@ -114,7 +114,7 @@ def comparison_summary(comparisons: pl.DataFrame, metrics: Sequence[str] | None 
     if metrics is not None:
         rows = rows.filter(pl.col("metric").is_in(list(metrics)))
     rows = rows.with_row_index("_order").sort(pl.col("family") != "confirmatory", "_order")
-    level = confidence_label(comparisons)
+    level, method = confidence_label(comparisons), interval_method(comparisons)
     return pl.DataFrame(
         [
             {
@@ -123,7 +123,7 @@ def comparison_summary(comparisons: pl.DataFrame, metrics: Sequence[str] | None 
                 "metric": metric_label(row["metric"], row["aliases"]),
                 "A": row["model_a"],
                 "B": row["model_b"],
-                **_statistics_cells(row, level),
+                **_statistics_cells(row, level, method),
             }
             for row in rows.iter_rows(named=True)
         ],
@@ -133,7 +133,7 @@ def comparison_summary(comparisons: pl.DataFrame, metrics: Sequence[str] | None 
 
 def slice_summary(comparisons: pl.DataFrame, metric: str) -> pl.DataFrame:
     """One display row per pair and slice of ``metric``; small slices are marked, not hidden."""
-    level = confidence_label(comparisons)
+    level, method = confidence_label(comparisons), interval_method(comparisons)
     rows = comparisons.filter(pl.col("metric") == metric)
     return pl.DataFrame(
         [
@@ -142,7 +142,7 @@ def slice_summary(comparisons: pl.DataFrame, metric: str) -> pl.DataFrame:
                 "A": row["model_a"],
                 "B": row["model_b"],
                 "slice": slice_label(row["slice_column"], row["slice_value"]),
-                **_statistics_cells(row, level),
+                **_statistics_cells(row, level, method),
                 "small n": "yes" if row["small_slice"] else "",
             }
             for row in rows.iter_rows(named=True)
@@ -262,14 +262,22 @@ def confidence_label(table: pl.DataFrame) -> str:
     return "/".join(f"{level:.0%}" for level in levels)
 
 
-def _statistics_cells(row: dict, level: str) -> dict[str, str]:
-    """The display cells every comparison row shares."""
+def interval_method(comparisons: pl.DataFrame) -> str:
+    """The configured interval of a comparisons table: studentized when any row is (the others
+    fell back to BCa), else the one method all rows share."""
+    methods = set(comparisons["interval"].to_list())
+    return "studentized" if "studentized" in methods or not methods else methods.pop()
+
+
+def _statistics_cells(row: dict, level: str, method: str) -> dict[str, str]:
+    """The display cells every comparison row shares; † marks an interval made another way
+    than ``method`` (a BCa fallback)."""
     return {
         "n": f"{row['n']:,}",
         "mean A": f"{row['mean_a']:.4f}",
         "mean B": f"{row['mean_b']:.4f}",
         "Δ (B − A)": _signed(row["mean_delta"]),
-        f"{level} CI": format_interval(row["ci_low"], row["ci_high"]),
+        f"{level} CI": format_interval(row["ci_low"], row["ci_high"]) + (" †" if row["interval"] != method else ""),
         "CI MC error": f"±{max(row['ci_low_mc_error'], row['ci_high_mc_error']):.4f}",
         "d_z": _effect(row["d_z"]),
         "p (sign-flip)": _with_error(row["p_value"], row["p_value_mc_error"]),

@@ -1,15 +1,16 @@
 """The verdict: per dataset, which model wins on the confirmatory metric, by how much and how
-surely — or that no difference was detectable, with what this many queries could detect.
+surely — or that no difference was detected, with what this many queries could detect.
 
-With two models the verdict reads the confirmatory row of the comparisons table (the report
-metric over all queries, B against the baseline A, Holm-adjusted sign-flip test). With three or
-more it reads the randomized Tukey HSD: a model wins when its rank interval is [1, 1] (it is
-significantly better than every other model); the margin quoted is over the runner-up, with
-the simultaneous interval and the HSD p-value. Otherwise the verdict is "no detectable
-difference" among the models that could rank first, with the minimum detectable effect at this
-n and the number of queries needed to detect ``detectable_delta``, both from the paired deltas'
-standard deviation (two-sided paired t-test at alpha, ``power``;
-:mod:`embedpyramid.stats.power`).
+The verdict reads the confirmatory family of the comparisons table: the report metric over all
+queries, each model B against the baseline A, sign-flip p-values Holm-adjusted across the
+family. A model that is significantly better than the baseline wins (the best one by mean when
+several are); a baseline that is significantly better than every other model wins; the margin
+quoted is over the closest contender. Otherwise the verdict is "no detectable difference"
+between the baseline and its strongest contender, with the minimum detectable effect at this n
+and the number of queries needed to detect ``detectable_delta``, both from that pair's deltas'
+standard deviation (two-sided paired t-test at Holm's strictest level, alpha divided by the
+family's size, and ``power``; :mod:`embedpyramid.stats.power`). With three or more models the
+verdict ends with the Tukey HSD's letter groups, which compare every pair at once.
 """
 
 from __future__ import annotations
@@ -25,50 +26,55 @@ from embedpyramid.stats.compare import CONFIRMATORY
 
 @dataclass(frozen=True)
 class Verdict:
-    """One dataset's verdict; ``winner`` is None when no difference was detected. ``delta`` and
-    its interval are winner minus ``runner_up`` (or, without a winner, the best model minus the
-    runner-up); ``method`` says which test decided."""
+    """One dataset's verdict. ``winner`` is None when no difference was detected; ``delta`` and
+    its interval are ``first`` minus ``second`` (the winner and the closest contender, or the
+    two models the verdict could not separate); ``groups`` the HSD letter groups ("" below three
+    models)."""
 
     dataset: str
     system: str
     metric: str
     n: int
-    models: tuple[str, ...]
+    first: str
+    second: str
     winner: str | None
-    runner_up: str
     delta: float
     ci_low: float
     ci_high: float
-    p_value: float
+    p_adjusted: float
+    family_size: int
     d_z: float
-    method: str
     confidence: float
+    alpha: float
     mde: float
     power: float
     detectable_delta: float
     queries_needed: int | None
+    groups: str
 
     def text(self) -> str:
         """The verdict as one plain-text paragraph."""
-        level = f"{self.confidence:.0%}"
+        tests = "1 test" if self.family_size == 1 else f"{self.family_size} tests"
         evidence = (
-            f"Δ = {self.delta:+.4f}, {level} CI [{self.ci_low:+.4f}, {self.ci_high:+.4f}], "
-            f"p ({self.method}) {_p_text(self.p_value)}, d_z = {_number(self.d_z)}"
+            f"Δ = {self.delta:+.4f}, {self.confidence:.0%} CI [{self.ci_low:+.4f}, {self.ci_high:+.4f}], "
+            f"p (Holm, {tests}) {_p_text(self.p_adjusted)}, d_z = {_number(self.d_z)}"
         )
         where = f"{self.dataset} · {self.metric} over {self.n:,} queries"
         if self.winner is not None:
-            return f"{where}: {self.winner} wins over {self.runner_up} ({evidence})."
-        alpha = 1.0 - self.confidence
-        needed = (
-            f"detecting Δ = {self.detectable_delta:g} would take about {self.queries_needed:,} queries"
-            if self.queries_needed is not None
-            else f"no number of queries detects Δ = {self.detectable_delta:g} at this variance"
-        )
-        among = " and ".join(self.models) if len(self.models) <= 2 else ", ".join(self.models)
-        return (
-            f"{where}: no detectable difference between {among} ({evidence}); at this n the "
-            f"smallest detectable effect is {self.mde:.4f} (power {self.power:g}, α {alpha:g}); {needed}."
-        )
+            text = f"{where}: {self.first} wins over {self.second} ({evidence})."
+        else:
+            needed = (
+                f"detecting Δ = {self.detectable_delta:g} would take about {self.queries_needed:,} queries"
+                if self.queries_needed is not None
+                else f"no number of queries detects Δ = {self.detectable_delta:g} at this variance"
+            )
+            text = (
+                f"{where}: no detectable difference between {self.first} and {self.second} ({evidence}); at "
+                f"this n the smallest detectable effect is {self.mde:.4f} (power {self.power:g}, "
+                f"α {self.alpha:.3g}); {needed}."
+            )
+        # The HSD compares every pair at once, so it may group models the family above separates.
+        return f"{text} Tukey HSD groups (all pairs at once, more conservative): {self.groups}." if self.groups else text
 
     def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "text": self.text()}
@@ -77,64 +83,73 @@ class Verdict:
 def dataset_verdicts(
     comparisons: pl.DataFrame,
     hsd: pl.DataFrame,
-    hsd_pairs: pl.DataFrame,
     *,
     power: float,
     detectable_delta: float,
 ) -> list[Verdict]:
     """One verdict per (dataset, system) with a confirmatory comparison, in table order; ``hsd``
-    and ``hsd_pairs`` may be empty (fewer than three models)."""
+    (the model table of the Tukey HSD) may be empty."""
     verdicts = []
     confirmatory = comparisons.filter(pl.col("family") == CONFIRMATORY)
     for (dataset, system), rows in confirmatory.partition_by(["dataset", "system"], as_dict=True, maintain_order=True).items():
         models = hsd.filter((pl.col("dataset") == dataset) & (pl.col("system") == system)) if hsd.height else hsd
-        if models.height:
-            pairs = hsd_pairs.filter((pl.col("dataset") == dataset) & (pl.col("system") == system))
-            verdicts.append(_from_hsd(models, pairs, power=power, detectable_delta=detectable_delta))
-        else:
-            verdicts.append(_from_pair(rows.row(0, named=True), power=power, detectable_delta=detectable_delta))
+        verdicts.append(_verdict(rows, _groups(models), power=power, detectable_delta=detectable_delta))
     return verdicts
 
 
-def _from_pair(row: dict, *, power: float, detectable_delta: float) -> Verdict:
-    decision, a, b = row["decision"], row["model_a"], row["model_b"]
-    flip = decision == "worse" or (decision != "better" and row["mean_delta"] < 0)
-    best, other = (a, b) if flip else (b, a)
+def _verdict(rows: pl.DataFrame, groups: str, *, power: float, detectable_delta: float) -> Verdict:
+    better = rows.filter(pl.col("decision") == "better").sort("mean_b", descending=True)
+    if better.height:  # a model beats the baseline: the best of those wins
+        row, flip, winner = better.row(0, named=True), False, True
+    elif (rows["decision"] == "worse").all():  # the baseline beats every model: quote the closest
+        row, flip, winner = rows.sort("mean_b", descending=True).row(0, named=True), True, True
+    else:  # the strongest model the baseline could not be told apart from
+        undecided = rows.filter(pl.col("decision") != "worse").sort("mean_b", descending=True)
+        row = undecided.row(0, named=True)
+        flip, winner = row["mean_delta"] < 0, False
     sign = -1.0 if flip else 1.0
     low, high = sorted((sign * row["ci_low"], sign * row["ci_high"]))
+    first, second = (row["model_a"], row["model_b"]) if flip else (row["model_b"], row["model_a"])
+    alpha = (1.0 - row["confidence"]) / row["family_size"]
     return Verdict(
-        dataset=row["dataset"], system=row["system"], metric=row["metric"], n=row["n"], models=(best, other),
-        winner=best if decision in ("better", "worse") else None, runner_up=other,
-        delta=sign * row["mean_delta"], ci_low=low, ci_high=high, p_value=row["p_adjusted"],
-        d_z=sign * row["d_z"], method="Holm", confidence=row["confidence"], mde=row["mde"], power=power,
-        detectable_delta=detectable_delta, queries_needed=_needed(row["sd_delta"], detectable_delta, row["confidence"], power),
+        dataset=row["dataset"], system=row["system"], metric=row["metric"], n=row["n"], first=first, second=second,
+        winner=first if winner else None, delta=sign * row["mean_delta"], ci_low=low, ci_high=high,
+        p_adjusted=row["p_adjusted"], family_size=row["family_size"], d_z=sign * row["d_z"],
+        confidence=row["confidence"], alpha=alpha,
+        mde=float(minimum_detectable_effect(row["sd_delta"], row["n"], alpha=alpha, power=power)),
+        power=power, detectable_delta=detectable_delta,
+        queries_needed=_needed(row["sd_delta"], detectable_delta, alpha, power), groups=groups,
     )
 
 
-def _from_hsd(models: pl.DataFrame, pairs: pl.DataFrame, *, power: float, detectable_delta: float) -> Verdict:
+def _groups(models: pl.DataFrame) -> str:
+    """``a: m1, m2; b: m3`` from the HSD model table (models in mean order)."""
+    if not models.height:
+        return ""
     ordered = models.sort("mean", descending=True)
-    best, runner_up = ordered["model"][0], ordered["model"][1]
-    first = ordered.row(0, named=True)
-    pair = pairs.filter(pl.col("model_a").is_in([best, runner_up]) & pl.col("model_b").is_in([best, runner_up])).row(0, named=True)
-    sign = 1.0 if pair["model_b"] == best else -1.0
-    low, high = sorted((sign * pair["ci_low"], sign * pair["ci_high"]))
-    alone_on_top = first["rank_low"] == first["rank_high"] == 1
-    contenders = tuple(ordered.filter(pl.col("rank_low") == 1)["model"].to_list())
-    alpha = 1.0 - first["confidence"]
-    mde = float(minimum_detectable_effect(pair["sd_delta"], first["n"], alpha=alpha, power=power))
-    return Verdict(
-        dataset=first["dataset"], system=first["system"], metric=first["metric"], n=first["n"],
-        models=contenders if not alone_on_top else (best, runner_up), winner=best if alone_on_top else None,
-        runner_up=runner_up, delta=sign * pair["mean_delta"], ci_low=low, ci_high=high, p_value=pair["p_value"],
-        d_z=sign * pair["d_z"], method="Tukey HSD", confidence=first["confidence"], mde=mde, power=power,
-        detectable_delta=detectable_delta, queries_needed=_needed(pair["sd_delta"], detectable_delta, first["confidence"], power),
+    letters = sorted({letter for text in ordered["letters"] for letter in _split_letters(text)},
+                     key=lambda letter: (len(letter), letter.islower() is False, letter))
+    return "; ".join(
+        f"{letter}: " + ", ".join(m for m, text in ordered.select("model", "letters").rows() if letter in _split_letters(text))
+        for letter in letters
     )
 
 
-def _needed(sd: float, delta: float, confidence: float, power: float) -> int | None:
+def _split_letters(text: str) -> list[str]:
+    """``"ab"`` -> ``["a", "b"]``; ``"a1b"`` -> ``["a1", "b"]`` (letters past 52 carry digits)."""
+    letters: list[str] = []
+    for character in text:
+        if character.isdigit() and letters:
+            letters[-1] += character
+        else:
+            letters.append(character)
+    return letters
+
+
+def _needed(sd: float, delta: float, alpha: float, power: float) -> int | None:
     if sd is None or not math.isfinite(sd):
         return None
-    return queries_needed(sd, delta, alpha=1.0 - confidence, power=power)
+    return queries_needed(sd, delta, alpha=alpha, power=power)
 
 
 def _p_text(p: float) -> str:

@@ -17,15 +17,18 @@ each end (Davison & Hinkley 1997, ch. 5; B = 10,000 at 95%: the 250th and the 9,
   (``W* = sum_g c_g n_g``; ``s^2 / n`` when the units are queries), and the interval
   ``[mean - t*_(B+1-k) se, mean - t*_(k) se]`` (Efron & Tibshirani 1993, §12.5; Davison &
   Hinkley 1997, §5.2.1). A resample whose units all carry the same value has ``se* = 0`` and
-  ``t* = +-inf`` (0 when its mean is the observed mean): a sample too small or too sparse to
-  bound the mean gets an unbounded side, clipped to ``bounds`` (the range the mean can take)
-  when they are given.
+  ``t* = +-inf`` (0 when its mean is the observed mean). When more than ``alpha / 2`` of the
+  resamples have no spread — two queries, or deltas so sparse that many resamples draw none of
+  the few non-zero ones — the studentized interval is unbounded on a side; such a column is
+  read as BCa instead and flagged (``fallback``).
 * ``bca``: the percentile interval read at levels ``Phi(z0 + (z0 + z) / (1 - a (z0 + z)))``,
   with ``z0 = Phi^-1(share of resampled means below the mean, ties counted half)`` (a tie:
   equal up to the products' rounding, ``8 G eps max|S_g / n_g|``) and the
   jackknife acceleration ``a = sum U^3 / (6 (sum U^2)^1.5)``, ``U`` the deviations of the
   leave-one-unit-out means (Efron 1987; Efron & Tibshirani 1993, §14.3).
 * ``percentile``: ``[k-th smallest, k-th largest]`` resampled mean (Efron & Tibshirani, ch. 13).
+
+``bounds`` (the range the mean can take) clip every interval.
 
 The studentized interval is the default because it holds its level at small n, where the other
 two do not: simulated on skewed deltas at n = 10 (``benchmarks/interval_coverage.py``, and the
@@ -81,7 +84,8 @@ class BootstrapResult:
 
     ``mean`` is the observed mean delta, ``ci_low``/``ci_high`` the interval of ``method``
     with the Monte-Carlo errors of its endpoints, ``median`` the median of the resampled means
-    and ``share_above_zero`` the fraction of resampled means strictly above zero.
+    and ``share_above_zero`` the fraction of resampled means strictly above zero. ``fallback``
+    marks the columns whose studentized interval is unbounded, read as BCa instead.
     ``resampling`` is ``"query"`` or ``"group"``; ``n_units`` is the number of queries or
     groups resampled.
     """
@@ -93,6 +97,7 @@ class BootstrapResult:
     ci_high_mc_error: np.ndarray
     median: np.ndarray
     share_above_zero: np.ndarray
+    fallback: np.ndarray
     n_resamples: int
     seed: int
     confidence: float
@@ -179,6 +184,7 @@ def paired_bootstrap(
 
     low, high, median = mean.copy(), mean.copy(), mean.copy()
     low_error, high_error = np.zeros(n_metrics), np.zeros(n_metrics)
+    fallback = np.zeros(n_metrics, dtype=bool)
     share = (mean > 0.0).astype(np.float64)
     varying = np.flatnonzero(~degenerate)
     if varying.size:
@@ -194,7 +200,7 @@ def paired_bootstrap(
         )
         share[varying] = (draws.means > 0.0).mean(axis=0)
         ends = _interval(draws, mean[varying], columns, k=k, confidence=confidence, method=method, bounds=bounds)
-        low[varying], high[varying], low_error[varying], high_error[varying] = ends
+        low[varying], high[varying], low_error[varying], high_error[varying], fallback[varying] = ends
 
     if bounds is not None:
         low, high = np.clip(low, *bounds), np.clip(high, *bounds)
@@ -206,6 +212,7 @@ def paired_bootstrap(
         ci_high_mc_error=high_error.reshape(output_shape),
         median=median.reshape(output_shape),
         share_above_zero=share.reshape(output_shape),
+        fallback=fallback.reshape(output_shape),
         n_resamples=n_resamples,
         seed=seed,
         confidence=confidence,
@@ -335,32 +342,46 @@ def _interval(
     confidence: float,
     method: str,
     bounds: tuple[float, float] | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(low, high, low Monte-Carlo error, high Monte-Carlo error) of the varying columns."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, their Monte-Carlo errors, fallback) of the varying columns; ``fallback``
+    marks the studentized columns read as BCa because their studentized interval is unbounded."""
     n_resamples, n_metrics = draws.means.shape
     top = np.full(n_metrics, n_resamples + 1 - k)
     bottom = np.full(n_metrics, k)
-    if method == "studentized":
-        assert draws.t is not None and draws.se is not None
-        se = draws.se
-
-        def from_t(values: np.ndarray) -> np.ndarray:
-            with np.errstate(invalid="ignore"):
-                ends = mean - values * se
-            return _clipped(ends, bounds)
-
-        low, low_error = _read(draws.t, top, from_t, n_resamples)
-        high, high_error = _read(draws.t, bottom, from_t, n_resamples)
-        return low, high, low_error, high_error
-    if method == "bca":
-        bottom, top = _bca_ranks(draws.means, mean, draws.tolerance, units, confidence)
+    fallback = np.zeros(n_metrics, dtype=bool)
 
     def identity(values: np.ndarray) -> np.ndarray:
         return _clipped(values, bounds)
 
+    if method == "bca":
+        bottom, top = _bca_ranks(draws.means, mean, draws.tolerance, units, confidence)
     low, low_error = _read(draws.means, bottom, identity, n_resamples)
     high, high_error = _read(draws.means, top, identity, n_resamples)
-    return low, high, low_error, high_error
+    if method != "studentized":
+        return low, high, low_error, high_error, fallback
+
+    assert draws.t is not None and draws.se is not None
+    se = draws.se
+
+    def from_t(values: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            ends = mean - values * se
+        return _clipped(ends, bounds)
+
+    fallback = np.isinf(draws.t[top - 1, np.arange(n_metrics)]) | np.isinf(draws.t[bottom - 1, np.arange(n_metrics)])
+    t_low, t_low_error = _read(draws.t, top, from_t, n_resamples)
+    t_high, t_high_error = _read(draws.t, bottom, from_t, n_resamples)
+    if fallback.any():
+        bca_bottom, bca_top = _bca_ranks(draws.means, mean, draws.tolerance, units, confidence)
+        low, low_error = _read(draws.means, bca_bottom, identity, n_resamples)
+        high, high_error = _read(draws.means, bca_top, identity, n_resamples)
+    return (
+        np.where(fallback, low, t_low),
+        np.where(fallback, high, t_high),
+        np.where(fallback, low_error, t_low_error),
+        np.where(fallback, high_error, t_high_error),
+        fallback,
+    )
 
 
 def _read(

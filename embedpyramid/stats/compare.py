@@ -333,8 +333,9 @@ def compare_models(
     queries truncated under either model (``yes``) and the others (``no``), when both occur.
 
     Columns are those of :data:`COMPARISON_SCHEMA`: the pair's means, the mean delta with its
-    standard deviation, Cohen's d_z, the bootstrap interval (``interval`` method) with the
-    Monte-Carlo errors of its ends, the bootstrap median and share of resamples above zero,
+    standard deviation, Cohen's d_z, the bootstrap interval with the Monte-Carlo errors of its
+    ends and the method that made it (``interval``: the configured one, or ``bca`` where a
+    studentized interval would be unbounded), the bootstrap median and share of resamples above zero,
     the sign-flip ``p_value`` with its Monte-Carlo error, the paired t-test ``t_p_value``, the
     family and its adjusted p-value and decision, the minimum detectable effect ``mde`` at this
     n (power ``settings.power``), win/tie/loss counts, and ``small_slice`` when
@@ -393,7 +394,6 @@ def compare_models(
     table = table.sort("_order").drop("_order").with_columns(
         pl.col("metric").replace_strict(alias_lists, default=[], return_dtype=COMPARISON_SCHEMA["aliases"]).alias("aliases"),
         pl.lit(settings.confidence).alias("confidence"),
-        pl.lit(settings.interval).alias("interval"),
         pl.lit(settings.n_resamples, dtype=pl.Int64()).alias("n_resamples"),
         pl.lit(settings.n_permutations, dtype=pl.Int64()).alias("n_permutations"),
         pl.lit(settings.seed, dtype=pl.Int64()).alias("seed"),
@@ -788,6 +788,7 @@ def _slice_statistics(
         "ci_high": boot.ci_high,
         "ci_low_mc_error": boot.ci_low_mc_error,
         "ci_high_mc_error": boot.ci_high_mc_error,
+        "interval": np.where(boot.fallback, "bca", settings.interval),
         "boot_median": boot.median,
         "share_above_zero": boot.share_above_zero,
         "p_value": p_value,

@@ -125,9 +125,12 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
         worst = pl.from_arrow(con.sql("SELECT * FROM regressions WHERE direction = 'regression'").to_arrow_table())
         hsd = pl.from_arrow(con.sql("SELECT * FROM hsd ORDER BY mean DESC").to_arrow_table())
         hsd_pairs = pl.from_arrow(con.sql("SELECT * FROM hsd_pairs").to_arrow_table())
-    n_slices = 1 + 21 + 4  # all queries, 21 categories, 4 query-length buckets (nothing is truncated)
+    # all queries, 21 categories, 4 query-length buckets, and truncated yes/no: 3 queries have an
+    # answer of 256 tokens or more, MiniLM's limit.
+    n_slices = 1 + 21 + 4 + 2
     n_tested = n_measures - len(aliases)
     assert compared.height == 2 * n_tested * n_slices
+    assert set(compared.filter(pl.col("slice_value") == "yes")["n"]) == {3}
     assert set(compared["model_a"]) == {config.baseline.key} and set(compared["model_b"]) == {use_key, d256_key}
     assert "P@1" not in set(compared["metric"]) and ["P@1", "nDCG@1"] <= compared.filter(
         pl.col("metric") == "Hit@1")["aliases"][0].to_list()

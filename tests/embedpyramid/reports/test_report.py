@@ -71,7 +71,7 @@ def make_report() -> ComparisonReport:
         "dataset", "model", "system", "metric", maintain_order=True
     ).agg(mean=pl.col("value").mean(), n=pl.len())
     comparisons = compare_models(per_query, queries, settings)
-    verdicts = dataset_verdicts(comparisons, pl.DataFrame(), pl.DataFrame(), power=0.8, detectable_delta=0.02)
+    verdicts = dataset_verdicts(comparisons, pl.DataFrame(), power=0.8, detectable_delta=0.02)
     return ComparisonReport(
         leaderboard=leaderboard,
         comparisons=comparisons,
@@ -193,7 +193,7 @@ def test_markdown_report_opens_with_the_verdict_and_a_table_of_contents():
     ):
         assert heading in lines
     verdict = lines[lines.index("## Verdict") + 2]
-    assert verdict.startswith("chat · nDCG@10 over 30 queries: ") and "p (Holm)" in verdict and "d_z" in verdict
+    assert verdict.startswith("chat · nDCG@10 over 30 queries: ") and "p (Holm, 1 test)" in verdict and "d_z" in verdict
     # Every section is linked from the contents, by an anchor placed before its heading.
     assert "- [Leaderboard](#leaderboard)" in lines and '<a id="leaderboard"></a>' in lines
     assert "- [Slices: nDCG@10](#slices-ndcg-10)" in lines and '<a id="slices-ndcg-10"></a>' in lines
@@ -246,10 +246,11 @@ def test_hsd_section_shows_groups_rank_intervals_and_simultaneous_intervals():
     assert "## Model groups: nDCG@10 (Tukey HSD)" in markdown
     assert "| chat | c | 40 |" in markdown and "| 1 |" in markdown  # c ranks first, alone
     assert hsd_pairs_summary(pairs)["different"].to_list() == ["no", "yes", "yes"]
-    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, pairs, power=0.8,
-                                detectable_delta=0.02)
-    assert verdict.winner == "c" and verdict.method == "Tukey HSD" and verdict.runner_up == "b"
-    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins over b (Δ = +0.2")
+    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, power=0.8, detectable_delta=0.02)
+    # c beats the baseline a in the confirmatory family; the HSD puts a and b together.
+    assert (verdict.winner, verdict.second, verdict.family_size) == ("c", "a", 2)
+    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins over a (Δ = +0.")
+    assert verdict.text().endswith("Tukey HSD groups (all pairs at once, more conservative): a: c; b: b, a.")
 
 
 def test_environment_record_lists_cards_datasets_conventions_packages_and_machine():

@@ -24,18 +24,19 @@ def test_a_clear_loser_makes_the_baseline_the_winner_with_the_sign_flipped():
     comparisons = compare_models(per_query(-0.2), QUERIES, SETTINGS)
     row = comparisons.filter(pl.col("family") == "confirmatory").row(0, named=True)
     assert row["decision"] == "worse"
-    verdict, = dataset_verdicts(comparisons, pl.DataFrame(), pl.DataFrame(), power=0.8, detectable_delta=0.02)
-    assert (verdict.winner, verdict.runner_up, verdict.method) == ("a", "b", "Holm")
+    verdict, = dataset_verdicts(comparisons, pl.DataFrame(), power=0.8, detectable_delta=0.02)
+    assert (verdict.winner, verdict.second, verdict.family_size) == ("a", "b", 1)
     assert verdict.delta == pytest.approx(-row["mean_delta"]) and verdict.ci_low == pytest.approx(-row["ci_high"])
-    assert verdict.d_z == pytest.approx(-row["d_z"]) and verdict.p_value == row["p_adjusted"]
+    assert verdict.d_z == pytest.approx(-row["d_z"]) and verdict.p_adjusted == row["p_adjusted"]
     assert verdict.text().startswith("d · nDCG@10 over 60 queries: a wins over b (Δ = +")
+    assert "p (Holm, 1 test)" in verdict.text() and "Tukey" not in verdict.text()
 
 
 def test_no_detectable_difference_gives_the_planning_numbers():
     comparisons = compare_models(per_query(0.0), QUERIES, SETTINGS)
     row = comparisons.filter(pl.col("family") == "confirmatory").row(0, named=True)
     assert row["decision"] == "not significant"
-    verdict, = dataset_verdicts(comparisons, pl.DataFrame(), pl.DataFrame(), power=0.8, detectable_delta=0.02)
+    verdict, = dataset_verdicts(comparisons, pl.DataFrame(), power=0.8, detectable_delta=0.02)
     assert verdict.winner is None
     assert verdict.mde == pytest.approx(float(minimum_detectable_effect(row["sd_delta"], 60)))
     assert verdict.queries_needed == queries_needed(row["sd_delta"], 0.02)

@@ -80,12 +80,24 @@ def test_two_opposite_deltas_follow_the_hand_computed_distribution():
     assert percentile.share_above_zero.shape == ()
 
     # Studentized: se = sd / sqrt(2) = 1; the resamples (1, 1) and (-1, -1) have no spread, so
-    # t* = +-inf for a quarter of them each: two points cannot bound the mean.
+    # t* = +-inf for a quarter of them each: the t pivot cannot bound the mean, and the column
+    # is read as BCa instead (here the percentile interval: no bias, no acceleration).
     studentized = paired_bootstrap(np.array([1.0, -1.0]), n_resamples=10_000, seed=42)
-    assert (float(studentized.ci_low), float(studentized.ci_high)) == (-math.inf, math.inf)
-    bounded = paired_bootstrap(np.array([1.0, -1.0]), n_resamples=10_000, seed=42, bounds=(-1.0, 1.0))
-    assert (float(bounded.ci_low), float(bounded.ci_high)) == (-1.0, 1.0)
-    assert (float(bounded.ci_low_mc_error), float(bounded.ci_high_mc_error)) == (0.0, 0.0)
+    assert (float(studentized.ci_low), float(studentized.ci_high)) == (-1.0, 1.0)
+    assert bool(studentized.fallback) and not bool(percentile.fallback)
+
+
+def test_sparse_deltas_fall_back_to_bca_rather_than_an_unbounded_interval():
+    # Two non-zero deltas among 748: about e^-2 = 13.5% of the resamples draw neither, have no
+    # spread and an infinite t*, so the studentized interval is unbounded; BCa gives a finite one.
+    deltas = np.zeros(748)
+    deltas[3], deltas[100] = -0.04, 0.003
+    result = paired_bootstrap(deltas, n_resamples=2_000, seed=1)
+    bca = paired_bootstrap(deltas, n_resamples=2_000, seed=1, method="bca")
+    assert bool(result.fallback) and np.isfinite([result.ci_low, result.ci_high]).all()
+    assert (float(result.ci_low), float(result.ci_high)) == (float(bca.ci_low), float(bca.ci_high))
+    dense = paired_bootstrap(np.random.default_rng(0).normal(size=748), n_resamples=2_000, seed=1)
+    assert not bool(dense.fallback)
 
 
 def test_percentile_rank_reads_the_conventional_order_statistics():
@@ -255,10 +267,11 @@ def test_seed_is_a_parameter():
 
 
 def test_bounds_clip_the_interval():
-    deltas = np.array([1.0, 0.0, 0.0, 0.0])
+    # Near the top of [-1, 1] with a long left tail, the studentized interval overshoots 1.
+    deltas = np.array([0.95, 1.0, 0.3, 0.99, 1.0, 0.98])
     free = paired_bootstrap(deltas, n_resamples=2_000, seed=0)
     clipped = paired_bootstrap(deltas, n_resamples=2_000, seed=0, bounds=(-1.0, 1.0))
-    assert float(free.ci_low) < -1.0 or float(free.ci_high) > 1.0
+    assert float(free.ci_low) < -1.0 and float(free.ci_high) > 1.0
     assert -1.0 <= float(clipped.ci_low) <= float(clipped.mean) <= float(clipped.ci_high) <= 1.0
 
 
