@@ -103,7 +103,6 @@ COMPARISON_SCHEMA: dict[str, pl.DataType] = {
     "resampling": pl.String(),
 }
 _FAMILY_COLUMNS = ("family", "adjustment", "family_size", "p_adjusted", "decision")
-_SETTINGS_COLUMNS = ("confidence", "interval", "n_resamples", "n_permutations", "seed", "resampling")
 
 DELTA_SCHEMA: dict[str, pl.DataType] = {
     **{key: pl.String() for key in PAIR_KEYS},
@@ -390,9 +389,8 @@ def compare_models(
             for name in COMPARISON_SCHEMA
             if name not in table.columns
         )
-    alias_lists = {metric: names for metric, names in listed.items()}
     table = table.sort("_order").drop("_order").with_columns(
-        pl.col("metric").replace_strict(alias_lists, default=[], return_dtype=COMPARISON_SCHEMA["aliases"]).alias("aliases"),
+        pl.col("metric").replace_strict(listed, default=[], return_dtype=COMPARISON_SCHEMA["aliases"]).alias("aliases"),
         pl.lit(settings.confidence).alias("confidence"),
         pl.lit(settings.n_resamples, dtype=pl.Int64()).alias("n_resamples"),
         pl.lit(settings.n_permutations, dtype=pl.Int64()).alias("n_permutations"),

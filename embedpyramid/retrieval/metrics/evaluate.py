@@ -121,7 +121,7 @@ def evaluate_run(
     judged_query = judged["query_index"].to_numpy()
     n_relevant = np.bincount(judged_query[grades >= threshold], minlength=len(evaluated))
     ranking, tie_groups = judged_ranking(
-        run, qrels, evaluated, conventions,
+        run, judged, evaluated, conventions,
         depth=_needed_depth(unique_measures, n_relevant, run),
         ideal_depth=max((m.cutoff or 0 for m in unique_measures if m.name == "nDCG"), default=0),
     )

@@ -91,7 +91,7 @@ def judged_qrels(qrels: pl.DataFrame, evaluated: Sequence[str]) -> pl.DataFrame:
 
 def judged_ranking(
     run: pl.DataFrame,
-    qrels: pl.DataFrame,
+    judged: pl.DataFrame,
     evaluated: Sequence[str],
     conventions: MetricConventions,
     *,
@@ -100,9 +100,9 @@ def judged_ranking(
 ) -> tuple[JudgedRanking, TieGroups]:
     """The ranking of the evaluated queries to ``depth`` ranks, and the run's score-tie groups.
 
-    ``run`` has query_id, doc_id, score; ``qrels`` query_id, doc_id, relevance.
+    ``run`` has query_id, doc_id, score; ``judged`` is :func:`judged_qrels` of the evaluated
+    queries.
     """
-    judged = judged_qrels(qrels, evaluated)
     n_queries = len(evaluated)
     judged_query = judged["query_index"].to_numpy()
     judged_grade = judged["relevance"].to_numpy()
