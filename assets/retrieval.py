@@ -53,7 +53,7 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     partitions_def=model_dataset_partitions,
     deps=["exact_topk", "frozen_dataset"],
     group_name="l2_retrieval",
-    code_version="1",
+    code_version="2",
     kinds={"parquet"},
     automation_condition=dg.AutomationCondition.eager(),
 )

@@ -2,13 +2,14 @@
 
 import dagster as dg
 
-from embedpyramid.reports import forest_plot_svg, key_table_markdown, markdown_table, svg_markdown
+from embedpyramid.reports import forest_plot_svg, hsd_summary, key_table_markdown, markdown_table, svg_markdown
 from embedpyramid.reports.results import build_results_db, read_leaderboard
 from embedpyramid.reports.summary import (
     build_report,
     compare_evaluated,
     evaluated_partitions,
     read_comparison_tables,
+    results_tables,
 )
 from pipelines.partitions import summary_fingerprint
 from resources import ProjectResource
@@ -17,14 +18,16 @@ from resources import ProjectResource
 @dg.asset(
     deps=["retrieval_metrics"],
     group_name="summary",
-    code_version="1",
+    code_version="2",
     kinds={"parquet"},
     automation_condition=dg.AutomationCondition.eager(),
 )
 def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Every model against the baseline per dataset × metric × slice: mean delta, paired bootstrap
-    CI, sign-flip p-value with Holm across the report, win/tie/loss; plus the worst regressions
-    and the per-query deltas of the report metric."""
+    CI, d_z, sign-flip and t-test p-values, adjusted within the confirmatory (Holm) or exploratory
+    (Benjamini–Hochberg) family, win/tie/loss; the Tukey HSD groups with three or more models;
+    the random-ranking floor; the worst regressions and the per-query deltas of the report
+    metric; and the verdict."""
     config, store = project.config, project.store
     partitions, missing = evaluated_partitions(config, store)
     tables = compare_evaluated(config, store, partitions)
@@ -32,21 +35,26 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     for reason in [*tables.skipped, *(f"not evaluated yet: {m}" for m in missing)]:
         context.log.warning(reason)
     compared = tables.comparisons
-    families = compared["holm_family"].unique().sort().to_list() if compared.height else []
-    return dg.MaterializeResult(metadata={
+    families = (compared.group_by("dataset", "family", "adjustment", maintain_order=True).len("tests").to_dicts()
+                if compared.height else [])
+    metadata = {
         "rows": dg.MetadataValue.int(compared.height),
         "baseline": dg.MetadataValue.text(config.baseline.key),
-        "holm_families": dg.MetadataValue.json(families),
+        "families": dg.MetadataValue.json(families),
+        "verdict": dg.MetadataValue.md("\n\n".join(v["text"] for v in tables.verdicts) or "nothing compared yet"),
         "skipped": dg.MetadataValue.json(tables.skipped),
         "key_table": dg.MetadataValue.md(key_table_markdown(compared) if compared.height else "nothing compared yet"),
         "path": dg.MetadataValue.path(str(paths["comparisons"])),
-    })
+    }
+    if tables.hsd.height:
+        metadata["hsd"] = dg.MetadataValue.md(markdown_table(hsd_summary(tables.hsd)))
+    return dg.MaterializeResult(metadata=metadata)
 
 
 @dg.asset(
     deps=["retrieval_metrics", "comparisons"],
     group_name="summary",
-    code_version="2",
+    code_version="3",
     kinds={"duckdb"},
     automation_condition=dg.AutomationCondition.eager(),
 )
@@ -57,8 +65,7 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     partitions, missing = evaluated_partitions(project.config, store)
     if missing:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
-    path = build_results_db(store.results_db, partitions, {
-        name: store.comparisons_dir / f"{name}.parquet" for name in ("comparisons", "regressions")})
+    path = build_results_db(store.results_db, partitions, results_tables(store))
     wide = read_leaderboard(path).pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
     return dg.MaterializeResult(
         metadata={
@@ -77,14 +84,15 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
               *(["serving_frontier"] if with_serving else [])],
         group_name="summary",
-        code_version="3",
+        code_version="4",
         kinds={"html"},
         automation_condition=dg.AutomationCondition.eager(),
     )
     def comparison_report(project: ProjectResource) -> dg.MaterializeResult:
-        """``<data>/report/report.{md,html}``: leaderboard, comparisons, a forest plot of slice
-        deltas with CIs, the per-query delta distributions, the worst regressions, the L1 geometry
-        and normalization price, and the L4 recall/QPS frontier of every model."""
+        """``<data>/report/report.{md,html}``: the verdict, the leaderboard with the random floor,
+        the HSD groups, the comparisons, a forest plot of slice deltas coloured by the adjusted
+        decision, the per-query delta distributions, the worst regressions, the L1 geometry and
+        normalization price, the L4 recall/QPS frontier of every model and the environment."""
         config, store = project.config, project.store
         metric = config.protocol.comparison.report_metric
         tables = read_comparison_tables(store.comparisons_dir)
@@ -92,6 +100,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         metadata = {
             "markdown": dg.MetadataValue.path(str(files.markdown)),
             "html": dg.MetadataValue.path(str(files.html)),
+            "verdict": dg.MetadataValue.md("\n\n".join(v["text"] for v in tables.verdicts) or "nothing compared yet"),
             "fingerprint": dg.MetadataValue.text(summary_fingerprint(config, store)),
         }
         if tables.comparisons.height:

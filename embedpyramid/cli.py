@@ -18,6 +18,8 @@ from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
 from embedpyramid.encode import EncodeError
 from embedpyramid.reports.results import format_leaderboard, read_leaderboard
+from embedpyramid.reports.summary import verdict_texts
+from embedpyramid.store import ArtifactStore
 
 
 def project_root() -> Path:
@@ -63,9 +65,22 @@ def _run(args: argparse.Namespace) -> int:
     if db.is_file():
         print(format_leaderboard(read_leaderboard(db)))
         print(f"\nresults: {db}", file=sys.stderr)
+    _print_verdict(ArtifactStore(data.expanduser().resolve()))
     for failure in report.failures:
         print(f"FAILED {failure}", file=sys.stderr)
     return 1 if report.failures else 0
+
+
+def _print_verdict(store: ArtifactStore) -> None:
+    """The verdict of every dataset, then where the report is: the last thing ``run`` prints."""
+    verdicts = verdict_texts(store.comparisons_dir)
+    if verdicts:
+        print("\nverdict:")
+        for text in verdicts:
+            print(f"  {text}")
+    report = store.report_dir / "report.html"
+    if report.is_file():
+        print(f"\nreport: {report}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ DEFAULT_CONFIGS = REPO_ROOT / "configs"
 
 # A few chatterbot-corpus categories: ~190 queries, fast enough to run the graph many times.
 SMALL_CATEGORIES = ["ai", "computers", "emotion", "science"]
+TWO_REAL_MODELS = ("minilm-l6", "use-m3")
 
 
 def default_section(name: str) -> dict[str, Any]:
@@ -56,6 +57,12 @@ def write_configs(tmp_path: Path) -> ConfigWriter:
 @pytest.fixture
 def default_models() -> dict[str, Any]:
     return default_section("models")["models"]
+
+
+@pytest.fixture
+def two_real_models(default_models) -> dict[str, Any]:
+    """The two different real models of the defaults (MiniLM and USE), for tests that pair two models."""
+    return {name: default_models[name] for name in TWO_REAL_MODELS}
 
 
 @pytest.fixture

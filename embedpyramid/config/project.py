@@ -45,6 +45,7 @@ class ProjectConfig:
         return ComparisonSettings(
             baseline=self.baseline.key, all_pairs=comparison.all_pairs, n_resamples=comparison.n_resamples,
             n_permutations=comparison.n_permutations, seed=comparison.seed, confidence=comparison.confidence,
+            interval=comparison.interval, report_metric=comparison.report_metric, power=comparison.power,
             tie_epsilon=comparison.tie_epsilon, min_slice_n=comparison.min_slice_n, worst_n=comparison.worst_n,
             group_column=spec.group_column, slice_columns=tuple(spec.slices),
             length_buckets=tuple(comparison.length_buckets),

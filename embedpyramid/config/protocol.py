@@ -19,7 +19,11 @@ class SearchSettings(Strict):
 
 
 class ComparisonConfig(Strict):
-    """Paired comparisons against a baseline card: resampling, tests, slices and the report."""
+    """Paired comparisons against a baseline card: resampling, tests, families, slices and the
+    report. ``report_metric`` is the confirmatory metric (Holm over the models against the
+    baseline, all queries); every other metric and slice is exploratory (Benjamini–Hochberg).
+    ``interval`` is the bootstrap interval; ``power`` and ``detectable_delta`` set the verdict's
+    planning numbers (the minimum detectable effect, the queries needed to detect that delta)."""
 
     baseline: str | None = None
     all_pairs: bool = False
@@ -27,6 +31,9 @@ class ComparisonConfig(Strict):
     n_permutations: int = Field(100_000, ge=1)
     seed: int = 42
     confidence: float = Field(0.95, gt=0, lt=1)
+    interval: Literal["studentized", "bca", "percentile"] = "studentized"
+    power: float = Field(0.8, gt=0, lt=1)
+    detectable_delta: float = Field(0.02, gt=0)
     tie_epsilon: float = Field(1e-9, ge=0)
     min_slice_n: int = Field(20, ge=1)
     worst_n: int = Field(10, ge=1)
@@ -42,6 +49,7 @@ class Protocol(Strict):
     depth: int = Field(100, ge=1)
     gain: Literal["linear", "exponential"] = "linear"
     relevance_threshold: int = Field(1, ge=1)
+    ties: Literal["expected", "trec_eval", "doc_id"] = "expected"
     search: SearchSettings = Field(default_factory=SearchSettings)
     comparison: ComparisonConfig = Field(default_factory=ComparisonConfig)
 
@@ -65,6 +73,7 @@ class Protocol(Strict):
             gain=self.gain,
             relevance_threshold=self.relevance_threshold,
             drop_self_hits=dataset.drop_self_hits,
+            ties=self.ties,
         )
 
 

@@ -1,5 +1,6 @@
-"""The comparison report: leaderboard, comparison table, forest plot, delta distributions and
-regression lists, as Markdown and self-contained HTML with hand-written SVG."""
+"""The comparison report: verdict, leaderboard with its floor, Tukey HSD groups, comparison
+table, forest plot, delta distributions, regression lists and the environment record, as
+Markdown and self-contained HTML with hand-written SVG."""
 
 from embedpyramid.reports.report import (
     ComparisonReport,
@@ -14,8 +15,10 @@ from embedpyramid.reports.report import (
 from embedpyramid.reports.svg import delta_histogram_svg, forest_plot_svg, histogram_svg, svg_markdown
 from embedpyramid.reports.tables import (
     comparison_summary,
+    hsd_summary,
     html_table,
     key_table_markdown,
+    leaderboard_tables,
     markdown_table,
     slice_summary,
 )
@@ -29,8 +32,10 @@ __all__ = [
     "delta_histogram_svg",
     "forest_plot_svg",
     "histogram_svg",
+    "hsd_summary",
     "html_table",
     "key_table_markdown",
+    "leaderboard_tables",
     "markdown_table",
     "render_html",
     "render_markdown",

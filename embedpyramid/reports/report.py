@@ -1,9 +1,11 @@
 """The comparison report: one content model rendered as Markdown and as self-contained HTML.
 
-The report is built once as a sequence of blocks (headings, paragraphs, tables, figures) and
-then rendered twice, so the two formats cannot drift apart. The HTML file inlines its CSS and
-its SVG figures and references nothing outside itself; the Markdown file links the same figures
-as SVG files that :func:`write_report` writes next to it.
+The report is built once as a sequence of blocks (headings, paragraphs, link lists, tables,
+figures) and then rendered twice, so the two formats cannot drift apart. It opens with the
+verdict, then a table of contents linking every section by anchor. The HTML file inlines its
+CSS and its SVG figures and references nothing outside itself (its only links are to its own
+anchors); the Markdown file links the same figures as SVG files that :func:`write_report`
+writes next to it. Text from the data is HTML-escaped in both formats.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import html
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -22,7 +24,11 @@ from embedpyramid.reports.tables import (
     comparison_summary,
     confidence_label,
     format_cell,
+    hsd_pairs_summary,
+    hsd_summary,
     html_table,
+    interval_method,
+    leaderboard_tables,
     markdown_table,
     slice_summary,
 )
@@ -35,11 +41,13 @@ body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2r
 h1, h2, h3 { line-height: 1.2; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.85rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
+th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 th { background: #f2f2f2; }
 tbody tr:nth-child(even) { background: #fafafa; }
 figure { margin: 1rem 0 2rem; overflow-x: auto; }
 figcaption { font-size: 0.85rem; color: #555; }
 p.note { color: #444; font-size: 0.9rem; }
+p.verdict { font-size: 1.05rem; border-left: 4px solid #2166ac; padding-left: 0.75rem; }
 """
 
 
@@ -52,7 +60,12 @@ class ComparisonReport:
     :func:`embedpyramid.stats.compare.regressions` for ``metric``. ``deltas``: the table of
     :func:`embedpyramid.stats.compare.query_deltas` (per-query deltas, for the distributions).
     ``metric`` is the headline metric of the slice table, the plots and the regression list;
-    ``metrics`` limits the leaderboard and comparison table columns (None: every metric).
+    ``metrics`` limits the leaderboard and comparison table rows (None: every metric).
+    ``verdicts`` are the verdict paragraphs the report opens with; ``hsd`` and ``hsd_pairs``
+    the Tukey HSD tables (:func:`embedpyramid.stats.compare.tukey_hsd_tables`); ``floor`` the
+    random-ranking floor per dataset and metric (dataset, metric, mean); ``notes`` sentences
+    under the leaderboard (ties, judged documents); ``environment`` the closing sections that
+    record how the numbers were made.
     """
 
     leaderboard: pl.DataFrame
@@ -63,6 +76,12 @@ class ComparisonReport:
     metrics: tuple[str, ...] | None = None
     title: str = "Embedding model comparison"
     sections: tuple[ReportSection, ...] = ()
+    verdicts: tuple[str, ...] = ()
+    hsd: pl.DataFrame = field(default_factory=pl.DataFrame)
+    hsd_pairs: pl.DataFrame = field(default_factory=pl.DataFrame)
+    floor: pl.DataFrame = field(default_factory=pl.DataFrame)
+    notes: tuple[str, ...] = ()
+    environment: tuple[ReportSection, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,11 +108,20 @@ class Figure:
 class _Heading:
     level: int
     text: str
+    anchor: str = ""
 
 
 @dataclass(frozen=True)
 class _Paragraph:
     text: str
+    style: str = "note"
+
+
+@dataclass(frozen=True)
+class _Links:
+    """A list of links to anchors of this report: (anchor, text)."""
+
+    items: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,7 +129,7 @@ class _Table:
     frame: pl.DataFrame
 
 
-_Block = _Heading | _Paragraph | _Table | Figure
+_Block = _Heading | _Paragraph | _Links | _Table | Figure
 
 
 @dataclass(frozen=True)
@@ -123,7 +151,10 @@ def _forest_figures(report: ComparisonReport) -> list[Figure]:
     metric, comparisons = report.metric, report.comparisons
     if comparisons.filter(pl.col("metric") == metric).is_empty():
         return []
-    caption = f"Slice deltas on {metric} with {confidence_label(comparisons)} bootstrap intervals"
+    caption = (
+        f"Slice deltas on {metric} with {confidence_label(comparisons)} bootstrap intervals, coloured by the "
+        "adjusted decision; small slices are not coloured"
+    )
     return [Figure(f"forest-{_slug(metric)}", caption, forest_plot_svg(comparisons, metric))]
 
 
@@ -141,30 +172,39 @@ def _histogram_figures(report: ComparisonReport) -> list[Figure]:
 
 
 def render_markdown(report: ComparisonReport, *, figures_dir: str = "figures") -> str:
-    """The report as Markdown; figures are linked as ``{figures_dir}/{name}.svg``."""
+    """The report as Markdown; figures are linked as ``{figures_dir}/{name}.svg``. Text is
+    HTML-escaped, so raw HTML in a query or document never reaches a Markdown renderer."""
     parts = []
     for block in _blocks(report):
         match block:
-            case _Heading(level, text):
-                parts.append(f"{'#' * level} {text}")
-            case _Paragraph(text):
-                parts.append(text)
+            case _Heading(level, text, anchor):
+                heading = f"{'#' * level} {_escape(text)}"
+                parts.append(f'<a id="{anchor}"></a>\n\n{heading}' if anchor else heading)
+            case _Paragraph(text, _):
+                parts.append(_escape(text))
+            case _Links(items):
+                parts.append("\n".join(f"- [{_escape(text)}](#{anchor})" for anchor, text in items))
             case _Table(frame):
                 parts.append(markdown_table(frame) if frame.height else "_No rows._")
             case Figure(name, caption):
-                parts.append(f"![{caption}]({figures_dir}/{name}.svg)")
+                parts.append(f"![{_escape(caption)}]({figures_dir}/{name}.svg)")
     return "\n\n".join(parts) + "\n"
 
 
 def render_html(report: ComparisonReport) -> str:
-    """The report as one self-contained HTML page: inline CSS and SVG, no scripts, no links."""
+    """The report as one self-contained HTML page: inline CSS and SVG, no scripts, no links
+    but to its own anchors."""
     parts = []
     for block in _blocks(report):
         match block:
-            case _Heading(level, text):
-                parts.append(f"<h{level}>{html.escape(text)}</h{level}>")
-            case _Paragraph(text):
-                parts.append(f'<p class="note">{html.escape(text)}</p>')
+            case _Heading(level, text, anchor):
+                identifier = f' id="{anchor}"' if anchor else ""
+                parts.append(f"<h{level}{identifier}>{html.escape(text)}</h{level}>")
+            case _Paragraph(text, style):
+                parts.append(f'<p class="{style}">{html.escape(text)}</p>')
+            case _Links(items):
+                links = "".join(f'<li><a href="#{anchor}">{html.escape(text)}</a></li>' for anchor, text in items)
+                parts.append(f"<ul>{links}</ul>")
             case _Table(frame):
                 parts.append(html_table(frame) if frame.height else "<p><em>No rows.</em></p>")
             case Figure(_, caption, svg):
@@ -203,26 +243,67 @@ def write_report(out_dir: str | os.PathLike[str], report: ComparisonReport) -> R
 
 def _blocks(report: ComparisonReport) -> list[_Block]:
     comparisons, metric = report.comparisons, report.metric
+    sections: list[list[_Block]] = [
+        [
+            _Heading(2, "Leaderboard"),
+            _Paragraph(
+                "Mean over the evaluated queries of every measure, beside what a random ranking of the corpus "
+                "scores (its floor, in closed form). Judged@k is the share of the top k with any qrel: unjudged "
+                "documents count as non-relevant, so a low Judged@k says a model's other numbers are lower bounds."
+            ),
+            *(block for caption, table in leaderboard_tables(report.leaderboard, report.floor, report.metrics)
+              for block in (_Paragraph(caption), _Table(table))),
+            *(_Paragraph(note) for note in report.notes),
+        ],
+    ]
+    if report.hsd.height:
+        sections.append([
+            _Heading(2, f"Model groups: {metric} (Tukey HSD)"),
+            _Paragraph(
+                "Randomized Tukey HSD over every pair of models on all queries: models sharing a group letter are "
+                "not distinguishable; the rank interval is every rank a model could hold given the significant "
+                "pairs. Two models differ exactly when their HSD intervals (mean ± half the critical range) do not "
+                f"overlap. {report.hsd['n_permutations'][0]:,} permutations, seed {report.hsd['seed'][0]}."
+            ),
+            _Table(hsd_summary(report.hsd)),
+            _Paragraph("Every pair, with its simultaneous interval:"),
+            _Table(hsd_pairs_summary(report.hsd_pairs)),
+        ])
+    sections += [
+        [
+            _Heading(2, "Comparisons over all queries"),
+            _Paragraph(_settings_note(comparisons)),
+            _Table(comparison_summary(comparisons, report.metrics)),
+        ],
+        [
+            _Heading(2, f"Slices: {metric}"),
+            _Paragraph(
+                "Each slice's mean delta with its interval and n, so that an average gain cannot hide a regression "
+                "in one slice. Slices are exploratory (Benjamini–Hochberg). Slices marked 'small n' have too few "
+                "queries for a reliable interval: they are shown, not hidden, and not coloured in the plot."
+            ),
+            _Table(slice_summary(comparisons, metric)),
+            *_forest_figures(report),
+        ],
+        [_Heading(2, f"Per-query delta distribution: {metric}"), *_histogram_figures(report)],
+        [_Heading(2, f"Worst regressions and best improvements: {metric}"), *_regression_blocks(report.regressions)],
+        *(_section_blocks(section) for section in (*report.sections, *report.environment)),
+    ]
+    anchors: dict[str, int] = {}
+    linked: list[list[_Block]] = []
+    for blocks in sections:
+        heading = blocks[0]
+        assert isinstance(heading, _Heading)
+        linked.append([_Heading(heading.level, heading.text, _anchor(heading.text, anchors)), *blocks[1:]])
+    contents = [(block.anchor, block.text) for blocks in linked for block in blocks[:1] if isinstance(block, _Heading)]
+    verdicts = [_Paragraph(text, "verdict") for text in report.verdicts] or [_Paragraph("No model pairs to compare.")]
     return [
         _Heading(1, report.title),
-        _Paragraph(_settings_note(comparisons)),
-        _Heading(2, "Leaderboard"),
-        _Table(_leaderboard_table(report.leaderboard, report.metrics)),
-        _Heading(2, "Comparisons over all queries"),
-        _Table(comparison_summary(comparisons, report.metrics)),
-        _Heading(2, f"Slices: {metric}"),
-        _Paragraph(
-            "Each slice's mean delta with its interval and n, so that an average gain cannot "
-            "hide a regression in one slice. Slices marked 'small n' have too few queries for "
-            "a reliable interval; they are shown, not hidden."
-        ),
-        _Table(slice_summary(comparisons, metric)),
-        *_forest_figures(report),
-        _Heading(2, f"Per-query delta distribution: {metric}"),
-        *_histogram_figures(report),
-        _Heading(2, f"Worst regressions and best improvements: {metric}"),
-        *_regression_blocks(report.regressions),
-        *(block for section in report.sections for block in _section_blocks(section)),
+        _Heading(2, "Verdict", "verdict"),
+        *verdicts,
+        _Heading(2, "Contents", "contents"),
+        _Links(tuple(contents)),
+        *(block for blocks in linked for block in blocks),
     ]
 
 
@@ -237,30 +318,25 @@ def _settings_note(comparisons: pl.DataFrame) -> str:
     if comparisons.is_empty():
         return "No model pairs to compare."
     first = comparisons.row(0, named=True)
-    families = "; ".join(comparisons["holm_family"].unique(maintain_order=True).to_list())
+    families = []
+    for (dataset, family), rows in comparisons.partition_by(["dataset", "family"], as_dict=True, maintain_order=True).items():
+        metrics = rows["metric"].unique(maintain_order=True).to_list()
+        adjustment = "Holm" if rows["adjustment"][0] == "holm" else "Benjamini–Hochberg"
+        what = f"{', '.join(metrics)} over all queries against the baseline" if family == "confirmatory" else (
+            "every other metric, slice and pair")
+        families.append(f"{dataset}, {family}: {what} — {rows.height} tests, {adjustment}")
     return (
         "Deltas are B − A per query (A is the baseline). Intervals: paired bootstrap, "
-        f"{confidence_label(comparisons)} percentile, {first['n_resamples']} resamples, "
-        f"seed {first['seed']}, resampling by {first['resampling']}. p: two-sided paired "
-        f"sign-flip test ({first['n_permutations']} sign patterns, exact when fewer exist); "
-        f"p (Holm): Holm-adjusted within each family — {families}. W/T/L: queries where B "
-        "wins, ties or loses."
+        f"{confidence_label(comparisons)} {interval_method(comparisons)}, {first['n_resamples']:,} resamples, seed "
+        f"{first['seed']}, resampling by {first['resampling']}; † marks a BCa interval where the studentized "
+        "one would be unbounded (too few distinct deltas); 'CI MC error' is the Monte-Carlo error of the ends. d_z: mean delta / sd of the deltas. p (sign-flip): two-sided paired sign-flip test "
+        f"({first['n_permutations']:,} sign patterns, exact when fewer exist; ± its Monte-Carlo error), the test "
+        "the families adjust; p (t-test): the paired t-test, which disagrees on sparse deltas. Families — "
+        + "; ".join(families)
+        + ". Confirmatory results control the family-wise error; exploratory ones the false discovery rate and "
+        "are leads, not conclusions. W/T/L: queries where B wins, ties or loses. Metrics identical by "
+        "construction are tested once and listed together."
     )
-
-
-def _leaderboard_table(
-    leaderboard: pl.DataFrame, metrics: tuple[str, ...] | None
-) -> pl.DataFrame:
-    """Wide leaderboard: one row per dataset, system and model; one column per metric."""
-    rows = leaderboard
-    if metrics is not None:
-        rows = rows.filter(pl.col("metric").is_in(list(metrics)))
-    if rows.is_empty():
-        return pl.DataFrame()
-    index = ["dataset", "system", "model"]
-    counts = rows.group_by(index, maintain_order=True).agg(pl.col("n").max())
-    wide = rows.pivot(on="metric", index=index, values="mean", aggregate_function=None)
-    return counts.join(wide, on=index, how="left", maintain_order="left")
 
 
 def _regression_blocks(regressions: pl.DataFrame) -> list[_Block]:
@@ -293,8 +369,29 @@ def _regression_blocks(regressions: pl.DataFrame) -> list[_Block]:
                     pl.String(),
                 ),
             )
-            blocks += [_Paragraph(f"{title} ({table.height})"), _Table(table)]
+            blocks += [_Paragraph(_listing_note(title, listed)), _Table(table)]
     return blocks
+
+
+def _listing_note(title: str, listed: pl.DataFrame) -> str:
+    """``Regressions: 10 of 120 shown; 57 queries tie at Δ = -1.0000, 10 of them shown (ties
+    ordered by query id).``"""
+    if listed.is_empty():
+        return f"{title}: none."
+    total = listed["n_direction"][0]
+    note = f"{title}: {listed.height} of {total:,} shown"
+    ties = (
+        listed.group_by("delta", maintain_order=True)
+        .agg(pl.len().alias("shown"), pl.col("n_tied").first())
+        .filter(pl.col("n_tied") > pl.col("shown"))
+    )
+    disclosed = [
+        f"{row['n_tied']:,} queries tie at Δ = {row['delta']:+.4f}, {row['shown']} of them shown"
+        for row in ties.iter_rows(named=True)
+    ]
+    if disclosed:
+        note += "; " + "; ".join(disclosed) + " (ties ordered by query id)"
+    return note + "."
 
 
 def _top_document(row: dict, side: str) -> str:
@@ -303,6 +400,17 @@ def _top_document(row: dict, side: str) -> str:
         return "(nothing retrieved)"
     text = row.get(f"top1_{side}_text")
     return f"{doc_id}: {clip_text(text, 80)}" if text else doc_id
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _anchor(text: str, used: dict[str, int]) -> str:
+    """A unique anchor for a heading: its lower-case words joined by dashes."""
+    base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+    used[base] = used.get(base, 0) + 1
+    return base if used[base] == 1 else f"{base}-{used[base]}"
 
 
 def _slug(text: str) -> str:

@@ -9,8 +9,10 @@ self-contained (the rows are copied in). It exposes the views
 - ``qrels(dataset, query_id, doc_id, relevance)``
 
 plus ``models(model, name, card_hash, card)``, ``conventions(dataset, model, system, conventions)``
-and ``comparisons`` and ``regressions`` (the paired statistics of :mod:`embedpyramid.stats.compare`;
-empty until two models are evaluated on a dataset). ``model`` is always the partition key
+and the summary tables passed as ``extra_tables``: ``comparisons`` and ``regressions`` (the paired
+statistics of :mod:`embedpyramid.stats.compare`; empty until two models are evaluated on a
+dataset), ``hsd`` and ``hsd_pairs`` (the Tukey HSD groups; empty below three models) and
+``random_floor`` (every measure under a random ranking). ``model`` is always the partition key
 (``name@hash7``), so two cards never share a row.
 """
 
@@ -119,11 +121,11 @@ def read_leaderboard(db_path: Path) -> pl.DataFrame:
 def sort_metrics(frame: pl.DataFrame) -> pl.DataFrame:
     """Order rows by dataset, model, system, then metric family and cutoff (not alphabetically);
     rows that tie keep their order."""
-    families = ["nDCG", "Recall", "MAP", "MRR", "P", "Hit", "RPrec"]
+    families = ["nDCG", "Recall", "MAP", "MRR", "P", "Hit", "RPrec", "CompleteEvidence", "Judged"]
 
-    def rank(metric: str) -> tuple[int, int]:
+    def rank(metric: str) -> tuple[int, float]:
         measure = parse_measure(metric)
-        return families.index(measure.name), measure.cutoff or 0
+        return families.index(measure.name), measure.cutoff or float("inf")
 
     order = {metric: index for index, metric in enumerate(sorted(frame["metric"].unique().to_list(), key=rank))}
     return frame.with_columns(pl.col("metric").replace_strict(order, return_dtype=pl.Int64).alias("_order")).sort(

@@ -1,41 +1,58 @@
-"""Cross-model summaries: which partitions are evaluated, their paired comparisons, the report.
-
-The report holds the leaderboard, the comparisons and, per (model, dataset), the L1 section.
+"""Cross-model summaries: which partitions are evaluated, their paired comparisons, the verdict,
+the report.
 
 Everything here is derived from the per-query metric tables of the current cards: the
-comparisons (every model against the baseline, per dataset, metric and slice), the worst
-regressions on the report metric, the per-query deltas behind the distributions, and the
-Markdown/HTML report.
+comparisons (every model against the baseline, per dataset, metric and slice, in two test
+families), the Tukey HSD of the report metric when three or more models are evaluated, the
+random-ranking floor of every measure, the worst regressions on the report metric, the
+per-query deltas behind the distributions, the verdict, and the Markdown/HTML report with the
+L1 and L4 sections of every (model, dataset) and the environment record.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from embedpyramid.config import ProjectConfig
-from embedpyramid.data import open_frozen
+from embedpyramid.config import ProjectConfig, ResolvedModel
+from embedpyramid.data import FrozenDataset, open_frozen
+from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry.level import l1_dir
 from embedpyramid.geometry.level import report_section as l1_section
-from embedpyramid.reports import ComparisonReport, ReportFiles, write_report
+from embedpyramid.reports.environment import environment_section
+from embedpyramid.reports.report import ComparisonReport, ReportFiles, write_report
 from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
+from embedpyramid.reports.verdict import dataset_verdicts
 from embedpyramid.retrieval.level import read_metrics_manifest
+from embedpyramid.retrieval.metrics import random_ranking_floor
 from embedpyramid.serving.level import report_section as l4_section
 from embedpyramid.serving.level import serving_dir
 from embedpyramid.stats.compare import (
     COMPARISON_SCHEMA,
     DELTA_SCHEMA,
+    HSD_PAIR_SCHEMA,
+    HSD_SCHEMA,
     REGRESSION_SCHEMA,
     compare_models,
     query_deltas,
     regressions,
+    tukey_hsd_tables,
 )
-from embedpyramid.store import ArtifactStore, read_frame, write_parquet
+from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
 
 EXACT = "exact"
-COMPARISON_TABLES = ("comparisons", "regressions", "deltas")
+FLOOR_SCHEMA: dict[str, pl.DataType] = {"dataset": pl.String(), "metric": pl.String(), "mean": pl.Float64(), "n": pl.Int64()}
+TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "comparisons": COMPARISON_SCHEMA, "regressions": REGRESSION_SCHEMA, "deltas": DELTA_SCHEMA,
+    "hsd": HSD_SCHEMA, "hsd_pairs": HSD_PAIR_SCHEMA, "random_floor": FLOOR_SCHEMA,
+}
+COMPARISON_TABLES = tuple(TABLE_SCHEMAS)
+RESULTS_VIEWS = ("comparisons", "regressions", "hsd", "hsd_pairs", "random_floor")
+"""The comparison tables copied into ``results.duckdb`` as views of the same names."""
+VERDICT_FILE = "verdict.json"
 
 
 def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[list[EvaluatedPartition], list[str]]:
@@ -59,69 +76,169 @@ def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[l
 
 @dataclass(frozen=True)
 class ComparisonTables:
-    """The comparisons table, the regression lists and the per-query deltas of one summary."""
+    """The tables of one summary (:data:`TABLE_SCHEMAS`), the verdicts (one dict per dataset,
+    with its ``text``) and the datasets that could not be compared."""
 
     comparisons: pl.DataFrame
     regressions: pl.DataFrame
     deltas: pl.DataFrame
+    hsd: pl.DataFrame
+    hsd_pairs: pl.DataFrame
+    random_floor: pl.DataFrame
+    verdicts: list[dict[str, Any]]
     skipped: list[str]
 
     def write(self, directory: Path) -> dict[str, Path]:
-        return {name: write_parquet(getattr(self, name).to_arrow(), directory / f"{name}.parquet")
-                for name in COMPARISON_TABLES}
+        paths = {name: write_parquet(getattr(self, name).to_arrow(), directory / f"{name}.parquet")
+                 for name in COMPARISON_TABLES}
+        paths["verdict"] = write_json(self.verdicts, directory / VERDICT_FILE)
+        return paths
 
 
 def read_comparison_tables(directory: Path) -> ComparisonTables:
     tables = {name: read_frame(directory / f"{name}.parquet") for name in COMPARISON_TABLES}
-    return ComparisonTables(**tables, skipped=[])
+    return ComparisonTables(**tables, verdicts=read_json(directory / VERDICT_FILE), skipped=[])
+
+
+def results_tables(store: ArtifactStore) -> dict[str, Path]:
+    """The comparison tables that ``results.duckdb`` exposes as views, by view name."""
+    return {name: store.comparisons_dir / f"{name}.parquet" for name in RESULTS_VIEWS}
+
+
+def verdict_texts(directory: Path) -> list[str]:
+    """The verdict paragraphs of the last summary written to ``directory`` (none before one)."""
+    path = directory / VERDICT_FILE
+    return [verdict["text"] for verdict in read_json(path)] if path.is_file() else []
 
 
 def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: list[EvaluatedPartition]) -> ComparisonTables:
-    """Paired comparisons per dataset: every evaluated model against the baseline (all pairs
-    if configured); datasets where the baseline or every other model is missing are skipped
-    and listed."""
-    metric = config.protocol.comparison.report_metric
-    baseline = config.baseline.key
+    """Per dataset: the random-ranking floor, and the paired comparisons of every evaluated model
+    against the baseline (all pairs if configured) with the Tukey HSD when three or more models
+    are evaluated; datasets where the baseline or every other model is missing are skipped and
+    listed. Then the verdicts."""
+    comparison = config.protocol.comparison
+    metric, baseline = comparison.report_metric, config.baseline.key
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in COMPARISON_TABLES}
     skipped = []
     for dataset in config.datasets:
         evaluated = [p for p in partitions if p.dataset == dataset]
+        if not evaluated:
+            continue
+        frozen = open_frozen(store.dataset_dir(dataset))
+        qrels = read_frame(frozen.path("qrels"))
+        parts["random_floor"].append(random_floor_table(config, dataset, frozen, qrels))
         models = {p.model_key for p in evaluated}
         if baseline not in models or len(models) < 2:
             skipped.append(f"{dataset}: needs the baseline {baseline} and another evaluated model "
                            f"(evaluated: {', '.join(sorted(models)) or 'none'})")
             continue
         settings = config.comparison_settings(dataset)
-        frozen = open_frozen(store.dataset_dir(dataset))
         per_query = sort_metrics(pl.concat([read_frame(p.metrics_path) for p in evaluated]))
         queries = read_frame(frozen.path("queries"))
-        parts["comparisons"].append(compare_models(per_query, queries, settings))
+        truncated = {p.model_key: truncated_queries(store, config.model_by_key(p.model_key), frozen, qrels,
+                                                    p.conventions["relevance_threshold"]) for p in evaluated}
+        parts["comparisons"].append(compare_models(
+            per_query, queries, settings, aliases=common_aliases(evaluated), truncated=truncated))
         parts["regressions"].append(regressions(
-            per_query, queries, read_frame(frozen.path("qrels")),
-            {p.model_key: read_frame(p.run_path) for p in evaluated}, settings, metric,
+            per_query, queries, qrels, {p.model_key: read_frame(p.run_path) for p in evaluated}, settings, metric,
             corpus=read_frame(frozen.path("corpus"), columns=["doc_id", "text"]),
         ))
         parts["deltas"].append(query_deltas(per_query.filter(pl.col("metric") == metric), settings))
-    schemas = {"comparisons": COMPARISON_SCHEMA, "regressions": REGRESSION_SCHEMA, "deltas": DELTA_SCHEMA}
-    tables = {name: pl.concat(frames) if frames else pl.DataFrame(schema=schemas[name]) for name, frames in parts.items()}
-    return ComparisonTables(**tables, skipped=skipped)
+        hsd, hsd_pairs = tukey_hsd_tables(per_query, queries, settings, metric)
+        parts["hsd"].append(hsd)
+        parts["hsd_pairs"].append(hsd_pairs)
+    tables = {name: pl.concat(frames) if frames else pl.DataFrame(schema=TABLE_SCHEMAS[name])
+              for name, frames in parts.items()}
+    verdicts = dataset_verdicts(tables["comparisons"], tables["hsd"], power=comparison.power,
+                                detectable_delta=comparison.detectable_delta)
+    return ComparisonTables(**tables, verdicts=[v.as_dict() for v in verdicts], skipped=skipped)
+
+
+def random_floor_table(config: ProjectConfig, dataset: str, frozen: FrozenDataset, qrels: pl.DataFrame) -> pl.DataFrame:
+    """Mean of every protocol measure over the dataset's evaluated queries under a random ranking
+    of its corpus cut at the protocol depth (dataset, metric, mean, n)."""
+    protocol = config.protocol
+    floor = random_ranking_floor(
+        qrels, read_frame(frozen.path("corpus"), columns=["doc_id"])["doc_id"].to_list(), protocol.measures(),
+        protocol.conventions(config.dataset(dataset)), depth=protocol.depth,
+        query_ids=read_frame(frozen.path("queries"), columns=["query_id"])["query_id"].to_list(),
+    )
+    means = floor.per_query.group_by("metric", maintain_order=True).agg(pl.col("value").mean().alias("mean"), pl.len().alias("n"))
+    return sort_metrics(means.with_columns(pl.lit(dataset).alias("dataset")).select(list(FLOOR_SCHEMA))).cast(FLOOR_SCHEMA)
+
+
+def common_aliases(partitions: list[EvaluatedPartition]) -> dict[str, str]:
+    """The measure aliases every model's metrics manifest agrees on."""
+    manifests = [read_metrics_manifest(p.metrics_path).get("aliases", {}) for p in partitions]
+    first = manifests[0] if manifests else {}
+    return {alias: canonical for alias, canonical in first.items() if all(m.get(alias) == canonical for m in manifests)}
+
+
+def truncated_queries(
+    store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, qrels: pl.DataFrame, threshold: int
+) -> set[str] | None:
+    """Queries whose text, or a relevant document's text, reaches the card's max tokens (the
+    stored counts are capped at that limit, so reaching it is taken as truncated). None when the
+    backend reports no token counts or no limit. The one place that reads token counts, through
+    :mod:`embedpyramid.encode`."""
+    ids, longest = {}, {}
+    for kind in ("query", "document"):
+        path = cached_embedding_path(store, model, frozen, kind)
+        if not path.is_file():
+            return None
+        counts = read_token_counts(path)
+        limit = read_embedding_metadata(path).get("backend", {}).get("max_tokens") or model.card.max_tokens
+        if counts is None or limit is None:
+            return None
+        ids[kind] = read_embeddings(path)[0]
+        longest[kind] = {text_id for text_id, count in zip(ids[kind], counts.tolist(), strict=True) if count >= limit}
+    relevant = qrels.filter((pl.col("relevance") >= threshold) & pl.col("doc_id").is_in(sorted(longest["document"])))
+    return longest["query"] | set(relevant["query_id"].to_list())
 
 
 def build_report(
     config: ProjectConfig, store: ArtifactStore, leaderboard: pl.DataFrame, tables: ComparisonTables
 ) -> ReportFiles:
     """Write report.md, report.html and the SVG figures under the store's report folder: the
-    comparisons, then the L1 and L4 sections of every evaluated (model, dataset)."""
-    sections = []
+    verdict, the leaderboard with its floor, the HSD groups, the comparisons, then the L1 and L4
+    sections of every evaluated (model, dataset), and the environment record."""
+    sections, conventions, datasets = [], [], []
     for dataset in config.datasets:
+        directory = store.dataset_dir(dataset)
+        if (directory / "manifest.json").is_file():
+            datasets.append({"dataset": dataset, "manifest": open_frozen(directory).manifest})
         for model in config.models.values():
+            metrics_path = store.metrics_path(dataset, model.key, EXACT)
+            if metrics_path.is_file():
+                manifest = read_metrics_manifest(metrics_path)
+                conventions.append({"dataset": dataset, "model": model.key, "conventions": manifest["conventions"],
+                                    "tied_queries": manifest.get("tied_queries", 0)})
             l1 = l1_dir(store, dataset, model.key)
             if (l1 / "price.parquet").is_file() and (l1 / "geometry.json").is_file():
                 sections.append(l1_section(l1, model.key, dataset))
             if (serving_dir(store, dataset, model.key) / "frontier.parquet").is_file():
                 sections.append(l4_section(store, dataset, model.key))
+    cards = [{"model": m.key, "card": m.hashed_fields(), "run": m.card.run.model_dump()} for m in config.models.values()]
     return write_report(store.report_dir, ComparisonReport(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
         deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
         title="Embedding model evaluation", sections=tuple(sections),
+        verdicts=tuple(verdict["text"] for verdict in tables.verdicts),
+        hsd=tables.hsd, hsd_pairs=tables.hsd_pairs, floor=tables.random_floor,
+        notes=tuple(_tie_notes(conventions)),
+        environment=(environment_section(cards, datasets, conventions),),
     ))
+
+
+def _tie_notes(conventions: list[dict[str, Any]]) -> list[str]:
+    """One sentence per dataset: how many queries had score ties across a cutoff, per model."""
+    notes = []
+    for dataset in dict.fromkeys(entry["dataset"] for entry in conventions):
+        entries = [entry for entry in conventions if entry["dataset"] == dataset]
+        rules = sorted({entry["conventions"].get("ties", "doc_id") for entry in entries})
+        counts = "; ".join(f"{entry['model']}: {entry['tied_queries']:,}" for entry in entries)
+        notes.append(
+            f"{dataset}: queries whose score ties straddle a cutoff (the tie rule, {', '.join(rules)}, decides "
+            f"their numbers) — {counts}."
+        )
+    return notes

@@ -26,18 +26,20 @@ from embedpyramid.reports.tables import (
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 
 _FONT = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif"
-_BETTER = "#1b7837"  # interval entirely above zero: model B better
-_WORSE = "#b2182b"  # interval entirely below zero: model B worse
+_BETTER = "#1b7837"  # model B better (in the histogram: deltas above zero)
+_WORSE = "#b2182b"  # model B worse
 _UNCLEAR = "#4d4d4d"
 _MUTED = "#8c8c8c"
+_DECISION_COLORS = {"better": _BETTER, "worse": _WORSE, "not significant": _UNCLEAR}
 
 
 def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
     """Forest plot of ``metric``: each slice's mean delta (B − A) with its bootstrap interval.
 
-    One block per (dataset, system, model pair), one line per slice in table order. Green:
-    the interval lies above zero; red: below; grey: it covers zero. Slices flagged
-    ``small_slice`` are drawn hollow and labelled ``small n``.
+    One block per (dataset, system, model pair), one line per slice in table order, coloured by
+    the adjusted decision of the row's family (``decision``): green, B better; red, B worse;
+    grey, not significant. Slices flagged ``small_slice`` get no colour (hollow, grey) whatever
+    their p-value. A legend says so; unbounded interval ends are drawn to the plot's edge.
     """
     rows = comparisons.filter(pl.col("metric") == metric)
     if rows.is_empty():
@@ -45,14 +47,15 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
         raise ValueError(f"no comparisons for metric {metric!r}; available: {available}")
 
     plot_left, plot_width, row_height = 310, 380, 20
-    width = plot_left + plot_width + 250
-    lo, hi = _padded_range([*rows["ci_low"], *rows["ci_high"], 0.0])
+    width = plot_left + plot_width + 290
+    finite = [v for v in (*rows["ci_low"], *rows["ci_high"], *rows["mean_delta"]) if math.isfinite(v)]
+    lo, hi = _padded_range([*finite, 0.0])
 
     def x(value: float) -> float:
-        return plot_left + (value - lo) / (hi - lo) * plot_width
+        return plot_left + (min(max(value, lo), hi) - lo) / (hi - lo) * plot_width
 
     lines: list[str] = []
-    y = 50
+    y = 70
     pair_keys = ["dataset", "system", "model_a", "model_b"]
     for (dataset, system, model_a, model_b), block in rows.partition_by(
         pair_keys, as_dict=True, maintain_order=True
@@ -62,16 +65,17 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
         y += row_height
         for row in block.iter_rows(named=True):
             center = y + row_height / 2
-            color = (
-                _BETTER if row["ci_low"] > 0 else _WORSE if row["ci_high"] < 0 else _UNCLEAR
-            )
             small = row["small_slice"]
+            color = _MUTED if small else _DECISION_COLORS.get(row["decision"], _UNCLEAR)
             label = slice_label(row["slice_column"], row["slice_value"])
             summary = (
                 f"{row['mean_delta']:+.4f} {format_interval(row['ci_low'], row['ci_high'])} "
                 f"n={row['n']}{' · small n' if small else ''}"
             )
-            tooltip = f"{heading} | {label} | Δ {summary} | p (Holm) {row['p_holm']:.4g}"
+            tooltip = (
+                f"{heading} | {label} | Δ {summary} | p ({row['adjustment']}, {row['family']}) "
+                f"{row['p_adjusted']:.4g} | {row['decision']}"
+            )
             lines.append(
                 f"<g><title>{escape(tooltip)}</title>"
                 + svg_text(16, center + 4, clip_text(label, 44), color=_MUTED if small else None)
@@ -86,7 +90,7 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
             y += row_height
         y += row_height / 2
 
-    axis_top, axis_bottom = 40, y
+    axis_top, axis_bottom = 60, y
     axis = [
         f'<line x1="{x(0.0):.2f}" x2="{x(0.0):.2f}" y1="{axis_top}" y2="{axis_bottom:.1f}" '
         'stroke="#999" stroke-dasharray="4 3"/>',
@@ -110,7 +114,25 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
     )
     title = f"Slice deltas on {metric}"
     header = svg_text(8, 22, title, size=15, weight="bold")
-    return svg_document(width, axis_bottom + 48, title, [header, *axis, *lines])
+    return svg_document(width, axis_bottom + 48, title, [header, *_forest_legend(), *axis, *lines])
+
+
+def _forest_legend() -> list[str]:
+    """Colour key of the forest plot, under its title."""
+    entries = [
+        (_DECISION_COLORS["better"], _DECISION_COLORS["better"], "B better (adjusted p ≤ α)"),
+        (_DECISION_COLORS["worse"], _DECISION_COLORS["worse"], "B worse (adjusted p ≤ α)"),
+        (_UNCLEAR, _UNCLEAR, "not significant"),
+        ("white", _MUTED, "small slice: not coloured"),
+    ]
+    parts, left = [], 8
+    for fill, stroke, text in entries:
+        parts.append(
+            f'<rect x="{left}" y="34" width="10" height="10" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
+            + svg_text(left + 16, 43, text, size=11)
+        )
+        left += 24 + 7 * len(text)
+    return parts
 
 
 def delta_histogram_svg(deltas: ArrayLike, *, title: str = "", bins: int = 41) -> str:

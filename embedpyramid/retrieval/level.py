@@ -20,7 +20,7 @@ import pyarrow as pa
 from embedpyramid.config import SearchSettings
 from embedpyramid.data import FrozenDataset
 from embedpyramid.encode import read_embeddings
-from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
+from embedpyramid.retrieval.metrics import Measure, MetricConventions, RetrievalEvaluation, evaluate_run
 from embedpyramid.retrieval.search import exact_topk, run_table
 from embedpyramid.store import read_frame, read_table_metadata, write_parquet
 
@@ -64,14 +64,20 @@ class ScoredRun:
     excluded_query_ids: list[str]
     conventions: MetricConventions
     measures: list[str]
+    aliases: dict[str, str]
+    tied_queries: dict[str, int]
 
     def manifest(self) -> dict[str, Any]:
         return {
             "conventions": self.conventions.as_dict(),
             "measures": self.measures,
+            "aliases": self.aliases,
             "evaluated_queries": self.per_query["query_id"].n_unique(),
             "excluded_queries": len(self.excluded_query_ids),
             "excluded_reason": "no qrel at or above the relevance threshold",
+            # Queries whose score ties straddle a cutoff: the ones the tie rule decides.
+            "tied_queries": len(self.tied_queries),
+            "tie_groups_at_cutoffs": self.tied_queries,
         }
 
     def means(self) -> pl.DataFrame:
@@ -92,11 +98,19 @@ def score_run(
         conventions,
         query_ids=read_frame(frozen.path("queries"), columns=["query_id"])["query_id"].to_list(),
     )
+    return scored_run(evaluation, measures, dataset=dataset, model=model, system=system)
+
+
+def scored_run(
+    evaluation: RetrievalEvaluation, measures: Sequence[Measure], *, dataset: str, model: str, system: str,
+) -> ScoredRun:
+    """An evaluation in the project's long per-query format, labelled with its dataset, model and system."""
     per_query = evaluation.per_query.select(
         pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(system).alias("system"),
         "query_id", "metric", "value",
     ).cast(PER_QUERY_SCHEMA)
-    return ScoredRun(per_query, evaluation.excluded_query_ids, conventions, [str(m) for m in measures])
+    return ScoredRun(per_query, evaluation.excluded_query_ids, evaluation.conventions, [str(m) for m in measures],
+                     evaluation.aliases, evaluation.tied_queries)
 
 
 def write_scored_run(scored: ScoredRun, target: Path) -> Path:

@@ -19,6 +19,10 @@ theoretically equal statistics (the tolerance ``scipy.stats.permutation_test`` u
   draws so that p is never 0 (Phipson & Smyth 2010). scipy's randomized mode instead doubles
   the smaller one-sided estimate, ``2 * min(1 + #{T_b <= t}, 1 + #{T_b >= t}) / (B + 1)``; both
   estimate the same quantity for this symmetric null, scipy's never falls below ``2 / (B + 1)``.
+
+The Monte-Carlo error of a randomized p-value is its binomial standard error
+``sqrt(p (1 - p) / B)`` (0 for an exact one). Random sign patterns come from 64-bit draws, one
+bit per unit, so the patterns do not depend on how they are blocked.
 """
 
 from __future__ import annotations
@@ -28,10 +32,7 @@ from collections.abc import Iterator
 import numpy as np
 from numpy.typing import ArrayLike
 
-from embedpyramid.stats.units import delta_matrix, resampling_units, weighted_unit_sums
-
-# About 2 MiB of float64 signs per chunk of random patterns.
-_CHUNK_SIGNS = 1 << 18
+from embedpyramid.stats.units import delta_matrix, resampling_units, rows_per_block, single_blas_thread
 
 
 def sign_patterns(
@@ -69,14 +70,14 @@ def paired_sign_flip_test(
     observed = np.abs(units.sums.sum(axis=0) / n_queries)
     threshold = observed - 100.0 * np.finfo(np.float64).eps * observed
 
-    sums_t = np.ascontiguousarray(units.sums.T)
     patterns, exhaustive = sign_patterns(units.n_units, n_permutations=n_permutations, seed=seed)
     as_extreme = np.zeros(matrix.shape[1], dtype=np.int64)
     n_patterns = 0
-    for signs in patterns:
-        flipped = np.abs(weighted_unit_sums(signs, sums_t) / n_queries)
-        as_extreme += np.count_nonzero(flipped >= threshold, axis=0)
-        n_patterns += signs.shape[0]
+    with single_blas_thread():
+        for signs in patterns:
+            flipped = np.abs(signs @ units.sums / n_queries)
+            as_extreme += np.count_nonzero(flipped >= threshold, axis=0)
+            n_patterns += signs.shape[0]
 
     if exhaustive:
         pvalues = as_extreme / n_patterns
@@ -85,8 +86,19 @@ def paired_sign_flip_test(
     return pvalues.reshape(output_shape)
 
 
+def sign_flip_mc_error(
+    pvalues: ArrayLike, *, n_units: int, n_permutations: int
+) -> np.ndarray:
+    """Monte-Carlo standard error ``sqrt(p (1 - p) / B)`` of sign-flip p-values over ``n_units``
+    units; 0 where the patterns were enumerated exactly (``2^n_units <= n_permutations``)."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    if 2**n_units <= n_permutations:
+        return np.zeros_like(p)
+    return np.sqrt(p * (1.0 - p) / n_permutations)
+
+
 def _all_sign_chunks(n_units: int) -> Iterator[np.ndarray]:
-    rows_per_chunk = max(1, _CHUNK_SIGNS // n_units)
+    rows_per_chunk = rows_per_block(n_units, 2**n_units)
     shifts = np.arange(n_units, dtype=np.int64)
     n_patterns = 2**n_units
     for start in range(0, n_patterns, rows_per_chunk):
@@ -96,8 +108,10 @@ def _all_sign_chunks(n_units: int) -> Iterator[np.ndarray]:
 
 def _random_sign_chunks(n_units: int, *, n_permutations: int, seed: int) -> Iterator[np.ndarray]:
     rng = np.random.default_rng(seed)
-    rows_per_chunk = max(1, _CHUNK_SIGNS // n_units)
+    words = -(-n_units // 64)
+    rows_per_chunk = rows_per_block(n_units, n_permutations)
     for start in range(0, n_permutations, rows_per_chunk):
         rows = min(rows_per_chunk, n_permutations - start)
-        bits = rng.integers(0, 2, size=(rows, n_units), dtype=np.int8)
+        raw = rng.integers(0, 2**64, size=(rows, words), dtype=np.uint64, endpoint=False)
+        bits = np.unpackbits(raw.astype("<u8").view(np.uint8), axis=1, count=n_units, bitorder="little")
         yield 1.0 - 2.0 * bits

@@ -1,6 +1,6 @@
-"""Resampling units shared by the paired bootstrap and the sign-flip test.
+"""Resampling units shared by the paired bootstrap, the sign-flip test and the Tukey HSD test.
 
-Both procedures resample *units*: single queries, or clusters of queries that share a group
+Those procedures resample *units*: single queries, or clusters of queries that share a group
 label (a session, a source document) and are therefore not independent. A unit carries the sum
 of its queries' deltas per metric and its size, so every statistic of either procedure is a
 ratio of weighted sums, ``sum_u w_u * S_u / sum_u w_u * n_u``.
@@ -8,10 +8,19 @@ ratio of weighted sums, ``sum_u w_u * S_u / sum_u w_u * n_u``.
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+from threadpoolctl import threadpool_limits
+
+# About 2 M weights (16 MiB of float64) per block of resamples: large enough for the matrix
+# product to run at full speed, small enough to stay far from the memory of a busy machine.
+BLOCK_ELEMENTS = 1 << 21
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,6 +37,11 @@ class ResamplingUnits:
     @property
     def n_queries(self) -> int:
         return int(self.sizes.sum())
+
+    @property
+    def singletons(self) -> bool:
+        """True when every unit is one query (no groups)."""
+        return bool((self.sizes == 1.0).all())
 
 
 def delta_matrix(deltas: ArrayLike) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -53,23 +67,29 @@ def delta_matrix(deltas: ArrayLike) -> tuple[np.ndarray, tuple[int, ...]]:
     return matrix, array.shape[1:]
 
 
-def weighted_unit_sums(weights: np.ndarray, unit_values_t: np.ndarray) -> np.ndarray:
-    """``weights @ unit_values`` for (rows, n_units) ``weights`` and (k, n_units) ``unit_values_t``.
+def rows_per_block(n_units: int, n_rows: int) -> int:
+    """Rows of weights per block: about :data:`BLOCK_ELEMENTS` weights, at most ``n_rows``."""
+    return max(1, min(n_rows, BLOCK_ELEMENTS // max(n_units, 1)))
 
-    Computed as ``(unit_values_t @ weights.T).T``, the few (k) rows on the left: OpenBLAS then
-    runs this skinny product on one thread with a fixed summation order (it matches the
-    single-threaded result bit for bit), whereas ``weights @ unit_values`` is split across
-    threads, which measured several times slower on a busy 2-core machine and rounds
-    differently with the thread count.
+
+@contextmanager
+def single_blas_thread() -> Iterator[None]:
+    """Run the weighted sums on one BLAS thread.
+
+    ``weights @ unit_values`` split across threads rounds differently with the thread count;
+    on one thread a result depends only on its inputs (and numpy's bundled OpenBLAS), so a
+    rerun, another machine or a negated input reproduces it bit for bit.
     """
-    return (unit_values_t @ weights.T).T
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def resampling_units(matrix: np.ndarray, groups: ArrayLike | None) -> ResamplingUnits:
     """Collapse a (n_queries, n_metrics) matrix onto units: each query, or each distinct group.
 
     Groups are ordered by their sorted label (``np.unique``), so the units do not depend on the
-    order in which the groups first appear.
+    order in which the groups first appear. A group's sum is correctly rounded (``math.fsum``),
+    so it does not depend on the order of its queries either.
     """
     n_queries = matrix.shape[0]
     if groups is None:
@@ -81,7 +101,15 @@ def resampling_units(matrix: np.ndarray, groups: ArrayLike | None) -> Resampling
         )
     _, codes = np.unique(labels, return_inverse=True)
     n_units = int(codes.max()) + 1
-    sums = np.zeros((n_units, matrix.shape[1]), dtype=np.float64)
-    np.add.at(sums, codes, matrix)
-    sizes = np.bincount(codes, minlength=n_units).astype(np.float64)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(n_units + 1))
+    sums = np.array(
+        [
+            [math.fsum(matrix[order[start:stop], column]) for column in range(matrix.shape[1])]
+            for start, stop in itertools.pairwise(bounds.tolist())
+        ],
+        dtype=np.float64,
+    ).reshape(n_units, matrix.shape[1])
+    sizes = np.diff(bounds).astype(np.float64)
     return ResamplingUnits(sums, sizes)
+

@@ -34,7 +34,7 @@ from embedpyramid.config.systems import (
     parse_ann_reference,
 )
 from embedpyramid.data import FrozenDataset, document_texts
-from embedpyramid.retrieval.level import PER_QUERY_SCHEMA, ScoredRun
+from embedpyramid.retrieval.level import ScoredRun, scored_run
 from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run, parse_measure
 from embedpyramid.retrieval.trec import write_trec_run
 from embedpyramid.store import ArtifactStore, read_frame, write_parquet
@@ -255,11 +255,7 @@ def _result(
     spec, settings = config.system(name), config.settings
     run = stage.run.table(tables.query_ids, tables.doc_ids)
     evaluation = evaluate_run(pl.from_arrow(run), tables.qrels, measures, conventions, query_ids=tables.query_ids)
-    per_query = evaluation.per_query.select(
-        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(name).alias("system"),
-        "query_id", "metric", "value",
-    ).cast(PER_QUERY_SCHEMA)
-    scored = ScoredRun(per_query, evaluation.excluded_query_ids, conventions, [str(m) for m in measures])
+    scored = scored_run(evaluation, measures, dataset=dataset, model=model, system=name)
     output_depth = spec.top_n if isinstance(spec, CrossEncoderSystem | BiEncoderSystem) else settings.depth
     summary = pl.DataFrame([{
         "dataset": dataset, "model": model, "system": name, "kind": spec.kind, "system_hash": config.hashes[name],

@@ -4,12 +4,13 @@ The comparisons of :func:`embedpyramid.stats.compare.compare_models` pair *model
 system. L5 asks the transposed question — within one model, is the system better than dense
 exact? — so the per-query table is relabelled (the model becomes the group, the system the
 compared unit, ``exact`` the baseline) and handed to the same function, which gives the same
-paired bootstrap intervals, sign-flip tests, Holm adjustment (one family per dataset: models ×
-systems × metrics × slices), win/tie/loss and slices. A model-independent system (``model`` =
-``none``, e.g. BM25) is compared with the exact run of every model.
+paired bootstrap intervals, sign-flip and t tests, effect sizes, test families (confirmatory:
+the report metric over all queries, each system against exact, Holm; exploratory: the rest,
+Benjamini–Hochberg), win/tie/loss and slices. A model-independent system (``model`` = ``none``,
+e.g. BM25) is compared with the exact run of every model.
 
-``verdict`` reads the Holm-adjusted p-value at ``1 − confidence``: ``better`` or ``worse`` by
-the sign of the mean delta (system − exact), else ``no detectable difference``.
+``verdict`` is the row's ``decision`` (its adjusted p-value at ``1 − confidence``) in the
+report's words: ``better`` or ``worse`` (system against exact), else ``no detectable difference``.
 """
 
 from __future__ import annotations
@@ -50,10 +51,6 @@ def system_comparisons(
         raise ValueError("no system has an exact run of the same model and dataset to be compared with")
     relabelled = pl.concat(groups).rename({"group": "system", "unit": "model"})
     table = compare_models(relabelled, queries, replace(settings, baseline=EXACT, all_pairs=False))
-    alpha = 1.0 - settings.confidence
     return table.rename({"system": "model", "model_a": "system_a", "model_b": "system_b"}).with_columns(
-        pl.when(pl.col("p_holm") >= alpha).then(pl.lit("no detectable difference"))
-        .when(pl.col("mean_delta") > 0).then(pl.lit("better"))
-        .when(pl.col("mean_delta") < 0).then(pl.lit("worse"))
-        .otherwise(pl.lit("no detectable difference")).alias("verdict")
+        pl.col("decision").replace({"not significant": "no detectable difference"}).alias("verdict")
     )

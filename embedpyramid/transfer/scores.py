@@ -30,7 +30,7 @@ import polars as pl
 from scipy.stats import pearsonr, rankdata, spearmanr
 
 from embedpyramid.stats.bootstrap import bootstrap_counts, bootstrap_indices
-from embedpyramid.stats.units import resampling_units, weighted_unit_sums
+from embedpyramid.stats.units import resampling_units, single_blas_thread
 
 Role = Literal["public", "own"]
 
@@ -102,13 +102,14 @@ class QueryMeanScores:
     def resampled(self, n_resamples: int, seed: int) -> np.ndarray:
         """(n_resamples, n_models) means over resampled units (queries or groups)."""
         units = resampling_units(self.values, self.groups)
-        totals_t = np.vstack([units.sums.T, units.sizes])
+        totals = np.hstack([units.sums, units.sizes[:, None]])
         means = np.empty((n_resamples, len(self.models)))
         start = 0
-        for counts in bootstrap_counts(units.n_units, n_resamples=n_resamples, seed=seed):
-            weighted = weighted_unit_sums(counts, totals_t)
-            means[start:start + counts.shape[0]] = weighted[:, :-1] / weighted[:, -1:]
-            start += counts.shape[0]
+        with single_blas_thread():
+            for counts in bootstrap_counts(units.n_units, n_resamples=n_resamples, seed=seed):
+                weighted = counts @ totals
+                means[start:start + counts.shape[0]] = weighted[:, :-1] / weighted[:, -1:]
+                start += counts.shape[0]
         return means
 
 

@@ -108,7 +108,7 @@ def test_unknown_keys_in_datasets_protocol_and_ann_are_explained(write_configs):
                                           r"mteb_results, gold_answers, loader, language, categories$"):
         load_config(folder)
     with pytest.raises(ConfigError, match=r"protocol\.yaml: k_value: unknown key; did you mean 'k_values'\? "
-                                          r"allowed here: k_values, depth, gain, relevance_threshold, search, comparison$"):
+                                          r"allowed here: k_values, depth, gain, relevance_threshold, ties, search, comparison$"):
         load_config(write_configs("b", protocol={"k_value": [1]}))
     with pytest.raises(ConfigError, match=r"(?s)protocol\.yaml: 2 problems\n"
                                           r"  search\.block: unknown key; allowed here: doc_block_size, query_block_size\n"

@@ -55,9 +55,9 @@ def test_a_slow_server_times_out_and_is_retried():
 
     def slow_then_fast(request):
         calls.append(1)
-        return Reply(json={"ok": True}, delay=1.0 if len(calls) == 1 else 0.0)
+        return Reply(json={"ok": True}, delay=3.0 if len(calls) == 1 else 0.0)
 
-    policy = RetryPolicy(attempts=2, backoff_seconds=0.0, timeout_seconds=0.3)
+    policy = RetryPolicy(attempts=2, backoff_seconds=0.0, timeout_seconds=1.5)
     with StubServer(slow_then_fast) as server:
         http = JsonClient(server.url, policy=policy, sleep=lambda s: None)
         assert http.post({}, context="batch 0") == {"ok": True}

@@ -14,6 +14,7 @@ from embedpyramid.cli import main
 from embedpyramid.config import load_config
 from embedpyramid.data import open_frozen
 from embedpyramid.encode import cached_embedding_path, read_embeddings
+from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
 from pipelines.definitions import defs, model_cards_sensor
@@ -57,7 +58,7 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         assert graph.get(key).code_version is not None
 
 
-def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
+def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     instance = dg.DagsterInstance.ephemeral()
     config = load_config("configs")
     report = run_pipeline("configs", tmp_path, instance=instance)
@@ -65,10 +66,12 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
     assert report.failures == []
     assert report.materialized == [(key, "chatterbot-en") for key in keys]
     minilm_key, use_key = config.models["minilm-l6"].key, config.models["use-m3"].key
+    d256_key = config.models["minilm-l6-d256"].key
     # MiniLM ships a Normalize module: its raw vectors need a second, stripped pass. USE has
     # nothing to strip: one pass stores both its raw and its card vectors.
     assert sorted(report.encoded) == sorted(
-        [(minilm_key, "chatterbot-en", kind) for kind in ("document", "query", "raw_document", "raw_query")]
+        [(key, "chatterbot-en", kind) for key in (minilm_key, d256_key)
+         for kind in ("document", "query", "raw_document", "raw_query")]
         + [(use_key, "chatterbot-en", kind) for kind in ("document", "query")])
     assert report.summary_built
 
@@ -78,14 +81,18 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
         assert con.sql("SELECT count(*) FROM runs").fetchall() == [(len(keys) * 748 * 100,)]
         assert con.sql("SELECT count(*) FROM qrels").fetchall() == [(897,)]
         board = pl.from_arrow(con.sql("SELECT * FROM leaderboard").to_arrow_table())
+        floor = dict(con.sql("SELECT metric, mean FROM random_floor").fetchall())
     assert set(board["n"].to_list()) == {748}
     assert board["mean"].is_between(0, 1).all()
     for key in keys:
         means = means_of(board, key)
-        for family in ("Recall", "Hit", "nDCG"):
+        for family in ("Recall", "Hit", "nDCG", "CompleteEvidence"):
             series = [means[f"{family}@{k}"] for k in (1, 3, 5, 10, 100)]
             assert series == sorted(series)
         assert means["Hit@1"] == pytest.approx(means["P@1"]) == pytest.approx(means["MRR@1"])
+        assert all(means[metric] > floor[metric] for metric in ("nDCG@10", "Recall@100", "MRR"))
+    # Every chatterbot qrel is relevant: P@k under a random ranking is R / N averaged.
+    assert floor["P@10"] == pytest.approx(floor["P@1"]) and 0 < floor["nDCG@10"] < 0.01
 
     # The stored run is the exact top-k of the stored vectors (brute force on the real data).
     store, minilm = ArtifactStore(tmp_path), config.models["minilm-l6"]
@@ -102,33 +109,60 @@ def test_default_graph_on_the_embedded_dataset_with_both_real_models(tmp_path):
         dg.AssetRecordsFilter(dg.AssetKey("retrieval_metrics"), asset_partitions=[partition]), limit=1).records[0]
     metadata = record.asset_materialization.metadata
     assert metadata["evaluated_queries"].value == 748 and metadata["excluded_queries"].value == 0
-    assert "| nDCG@10" in metadata["metrics"].value and metadata["conventions"].value["gain"] == "linear"
+    assert "| nDCG@10" in metadata["metrics"].value and metadata["conventions"].value["ties"] == "expected"
     for asset in ("query_embeddings", "document_embeddings"):
         evaluation = instance.event_log_storage.get_latest_asset_check_execution_by_key(
             [dg.AssetCheckKey(dg.AssetKey(asset), "vectors_valid")])
         assert all(e.status.value == "SUCCEEDED" for e in evaluation.values())
     assert sorted(instance.get_dynamic_partitions(MODELS)) == sorted(keys)
 
-    # The comparison of the two models: every metric and slice, and the report that shows it.
+    # The comparisons of the two other models with the baseline: every tested metric and slice
+    # in two families, and the report that shows them.
+    aliases = read_metrics_manifest(store.metrics_path("chatterbot-en", minilm.key, "exact"))["aliases"]
+    assert aliases["P@1"] == "Hit@1" and aliases["MAP@1"] == "Recall@1" and aliases["Judged@10"] == "P@10"
     with duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True) as con:
         compared = pl.from_arrow(con.sql("SELECT * FROM comparisons").to_arrow_table())
         worst = pl.from_arrow(con.sql("SELECT * FROM regressions WHERE direction = 'regression'").to_arrow_table())
-    n_slices = 1 + 21 + 4  # all queries, 21 categories, 4 query-length buckets
-    assert compared.height == n_measures * n_slices
-    assert set(compared["model_a"]) == {config.baseline.key} and set(compared["model_b"]) == {config.models["use-m3"].key}
-    overall = compared.filter((pl.col("slice_column") == "all") & (pl.col("metric") == "nDCG@10")).row(0, named=True)
+        hsd = pl.from_arrow(con.sql("SELECT * FROM hsd ORDER BY mean DESC").to_arrow_table())
+        hsd_pairs = pl.from_arrow(con.sql("SELECT * FROM hsd_pairs").to_arrow_table())
+    # all queries, 21 categories, 4 query-length buckets, and truncated yes/no: 3 queries have an
+    # answer of 256 tokens or more, MiniLM's limit.
+    n_slices = 1 + 21 + 4 + 2
+    n_tested = n_measures - len(aliases)
+    assert compared.height == 2 * n_tested * n_slices
+    assert set(compared.filter(pl.col("slice_value") == "yes")["n"]) == {3}
+    assert set(compared["model_a"]) == {config.baseline.key} and set(compared["model_b"]) == {use_key, d256_key}
+    assert "P@1" not in set(compared["metric"]) and ["P@1", "nDCG@1"] <= compared.filter(
+        pl.col("metric") == "Hit@1")["aliases"][0].to_list()
+    overall = compared.filter((pl.col("slice_column") == "all") & (pl.col("metric") == "nDCG@10")
+                              & (pl.col("model_b") == use_key)).row(0, named=True)
     assert overall["n"] == 748 and overall["wins"] + overall["ties"] + overall["losses"] == 748
     assert overall["ci_low"] <= overall["mean_delta"] <= overall["ci_high"]
     assert overall["mean_delta"] == pytest.approx(overall["mean_b"] - overall["mean_a"])
-    assert compared["holm_family"].unique().to_list() == [
-        f"dataset=chatterbot-en: 1 pair × {n_measures} metrics × {n_slices} slices = {n_measures * n_slices} tests"]
-    assert (compared["p_holm"] >= compared["p_value"]).all()
+    assert (overall["family"], overall["adjustment"], overall["family_size"]) == ("confirmatory", "holm", 2)
+    assert overall["decision"] == "worse" and overall["d_z"] < 0 and overall["t_p_value"] < 1e-4
+    exploratory = compared.filter(pl.col("family") == "exploratory")
+    assert set(exploratory["adjustment"]) == {"bh"} and set(exploratory["family_size"]) == {compared.height - 2}
+    assert (compared["p_adjusted"] >= compared["p_value"]).all()
     assert compared.filter(pl.col("n") < 20)["small_slice"].all()
-    assert worst.height == 10 and (worst["delta"] < 0).all() and worst["delta"].is_sorted()
+    assert (compared["ci_low_mc_error"] >= 0).all() and (compared["p_value_mc_error"] >= 0).all()
+    assert worst.height == 20 and (worst["delta"] < 0).all()
+    assert (worst["n_tied"] >= 1).all() and (worst["n_direction"] >= worst["rank"]).all()
+    # The Tukey HSD of the three models: groups, rank intervals, simultaneous intervals.
+    assert hsd.height == 3 and set(hsd["model"]) == set(keys) and hsd["letters"].str.len_chars().min() >= 1
+    assert hsd["model"][-1] == use_key and hsd["rank_high"][-1] == 3
+    assert hsd_pairs.height == 3 and (hsd_pairs["ci_low"] <= hsd_pairs["mean_delta"]).all()
     html = (tmp_path / "report" / "report.html").read_text()
+    markdown = (tmp_path / "report" / "report.md").read_text()
     assert "<svg" in html and "Worst regressions" in html and "http://" not in html and "https://" not in html
-    report = instance.fetch_materializations(dg.AssetKey("comparison_report"), limit=1).records[0]
-    assert report.asset_materialization.metadata["forest_plot"].value.startswith("![forest plot of nDCG@10](data:image/svg+xml;base64,")
+    assert markdown.index("## Verdict") < markdown.index("## Contents") < markdown.index("## Leaderboard")
+    assert "## Model groups: nDCG@10 (Tukey HSD)" in markdown and "## Run environment" in markdown
+    for row in hsd.iter_rows(named=True):
+        assert f"| chatterbot-en | {row['model']} | 748 | {row['mean']:.4f} |" in markdown
+    report_record = instance.fetch_materializations(dg.AssetKey("comparison_report"), limit=1).records[0]
+    report_metadata = report_record.asset_materialization.metadata
+    assert report_metadata["forest_plot"].value.startswith("![forest plot of nDCG@10](data:image/svg+xml;base64,")
+    assert report_metadata["verdict"].value.startswith("chatterbot-en · nDCG@10 over 748 queries: ")
 
     # L1 with the real all-MiniLM-L6-v2: raw norms differ from 1, and the two harmless
     # mistakes (normalized + euclidean, raw + cosine) leave the baseline's rankings unchanged.
@@ -184,6 +218,7 @@ def small_run(write_configs, small_chatterbot, models, instance, data, folder):
 def test_only_what_a_change_touches_is_recomputed(write_configs, default_models, small_chatterbot, tmp_path):
     instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
     minilm = default_models["minilm-l6"]
+    default_models = {name: default_models[name] for name in ("minilm-l6", "use-m3")}
     first = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
     use_key = load_config(tmp_path / "c1").models["use-m3"].key
     assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 6
@@ -293,15 +328,21 @@ def test_sensor_registers_new_cards_and_drops_removed_ones(write_configs, defaul
     }
 
 
-def test_cli_run_and_leaderboard(write_configs, small_chatterbot, tmp_path, capsys):
-    folder = write_configs(models={"ngrams": toy("toy_encoders:CharacterNgrams")}, datasets=small_chatterbot)
+def test_cli_run_ends_with_the_verdict_and_the_report(write_configs, small_chatterbot, tmp_path, capsys):
+    narrow = {**toy("toy_encoders:CharacterNgrams"), "options": {"dim": 8}}
+    folder = write_configs(models={"ngrams": toy("toy_encoders:CharacterNgrams"), "narrow": narrow},
+                           datasets=small_chatterbot)
     data = tmp_path / "data"
     assert main(["run", "--configs", str(folder), "--data", str(data)]) == 0
-    table = capsys.readouterr().out
-    assert table.startswith("dataset: chatterbot-small") and "nDCG@10" in table
+    printed = capsys.readouterr().out
+    assert printed.startswith("dataset: chatterbot-small") and "nDCG@10" in printed
+    verdict = printed[printed.index("\nverdict:\n"):].splitlines()
+    assert verdict[2].startswith("  chatterbot-small · nDCG@10 over ") and "(Δ = " in verdict[2]
+    assert verdict[-1] == f"report: {(data / 'report' / 'report.html').resolve()}"
     assert main(["leaderboard", "--data", str(data), "--format", "json"]) == 0
     rows = __import__("json").loads(capsys.readouterr().out)
-    assert {parse_measure(row["metric"]).name for row in rows} == {"Recall", "Hit", "MRR", "MAP", "nDCG", "P", "RPrec"}
+    assert {parse_measure(row["metric"]).name for row in rows} == {
+        "Recall", "Hit", "MRR", "MAP", "nDCG", "P", "RPrec", "CompleteEvidence", "Judged"}
     assert main(["run", "--configs", str(folder), "--data", str(data), "--models", "nope"]) == 2
     assert "unknown models ['nope']" in capsys.readouterr().err
 
@@ -340,3 +381,35 @@ def test_an_l2_index_for_a_cosine_model_is_refused(write_configs, default_models
     assert "metric 'l2', but the model card normalizes its vectors (cosine scores)" in report.failures[0]
     assert "set metric: inner_product on the spec" in report.failures[0]
     assert not (tmp_path / "data" / "indexes").exists()
+
+
+def test_truncated_slice_holds_the_queries_a_short_card_cuts(write_configs, default_models, small_chatterbot, tmp_path):
+    # The same model with an 8-token limit: queries (or relevant answers) of 8 tokens or more
+    # are cut, and the comparison gets a `truncated` slice.
+    minilm = default_models["minilm-l6"]
+    models = {"minilm-l6": minilm, "minilm-short": {**minilm, "max_tokens": 8}}
+    folder = write_configs(models=models, datasets=small_chatterbot)
+    report = run_pipeline(folder, tmp_path / "data", instance=dg.DagsterInstance.ephemeral())
+    assert report.failures == []
+    compared = pl.read_parquet(tmp_path / "data" / "comparisons" / "comparisons.parquet")
+    truncated = compared.filter((pl.col("slice_column") == "truncated") & (pl.col("metric") == "nDCG@10"))
+    counts = dict(truncated.select("slice_value", "n").rows())
+    assert set(counts) == {"yes", "no"} and counts["yes"] + counts["no"] == compared["n"].max()
+
+    # Independently: token counts from the model's own tokenizer (with its special tokens).
+    from sentence_transformers import SentenceTransformer
+
+    config, store = load_config(folder), ArtifactStore(tmp_path / "data")
+    frozen = open_frozen(store.dataset_dir("chatterbot-small"))
+    tokenizer = SentenceTransformer(str(config.models["minilm-short"].source_path), device="cpu").tokenizer
+    queries = pl.read_parquet(frozen.path("queries"))
+    corpus = pl.read_parquet(frozen.path("corpus"))
+    qrels = pl.read_parquet(frozen.path("qrels"))
+
+    def long(texts: list[str]) -> list[bool]:
+        return [len(ids) >= 8 for ids in tokenizer(texts, truncation=True, max_length=8)["input_ids"]]
+
+    long_docs = set(corpus.filter(pl.Series(long(corpus["text"].to_list())))["doc_id"])
+    expected = set(queries.filter(pl.Series(long(queries["text"].to_list())))["query_id"])
+    expected |= set(qrels.filter(pl.col("doc_id").is_in(sorted(long_docs)))["query_id"])
+    assert counts["yes"] == len(expected)

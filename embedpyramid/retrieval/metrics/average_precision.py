@@ -3,22 +3,23 @@
 import numpy as np
 
 
-def average_precision_at_k(relevant: np.ndarray, n_relevant: np.ndarray, k: int) -> np.ndarray:
+def average_precision_at_k(relevant_pairs: np.ndarray, n_relevant: np.ndarray, k: int) -> np.ndarray:
     """AP@k of every query (its mean over queries is MAP@k).
 
-    AP@k = (1 / R) * sum_{i <= k, rel_i} P@i, with P@i the precision at rank i and R the number
-    of the query's qrels with grade >= threshold. The denominator is ALL relevant documents,
-    not min(k, R), as in trec_eval ``map_cut_k``; so AP@k < 1 whenever R > k.
+    AP@k = (1 / R) * sum_{i <= k, rel_i} P@i = (1 / R) * sum_{i <= k} rel_i * |relevant at
+    ranks <= i| / i, with R the number of the query's qrels with grade >= threshold. The
+    denominator is ALL relevant documents, not min(k, R), as in trec_eval ``map_cut_k``; so
+    AP@k < 1 whenever R > k. Under tied scores ``rel_i * |relevant at ranks <= i|`` is its
+    expectation, which makes the result the expected AP (McSherry & Najork 2008).
 
     Args:
-        relevant: [n_queries, depth] bool, grade >= threshold at each rank, False past the end.
+        relevant_pairs: [n_queries, width] E[rel_i * |relevant at ranks <= i|], 0 past the end.
         n_relevant: [n_queries] R, every entry >= 1.
         k: cutoff.
 
     Returns:
         [n_queries] float64.
     """
-    top = relevant[:, :k]
+    top = relevant_pairs[:, :k]
     ranks = np.arange(1, top.shape[1] + 1, dtype=np.float64)
-    precision_at_rank = np.cumsum(top, axis=1) / ranks
-    return (precision_at_rank * top).sum(axis=1) / n_relevant
+    return (top / ranks).sum(axis=1) / n_relevant

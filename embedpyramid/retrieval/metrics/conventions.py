@@ -4,6 +4,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 GAIN_KINDS: tuple[str, ...] = ("linear", "exponential")
+TIE_RULES: tuple[str, ...] = ("expected", "trec_eval", "doc_id")
 
 
 @dataclass(frozen=True)
@@ -17,11 +18,20 @@ class MetricConventions:
       when it has at least one such qrel; nDCG gains do not depend on the threshold.
     - ``drop_self_hits``: drop run rows whose doc_id equals the query_id before cutting (for
       datasets where queries are also documents).
+    - ``ties``: how documents with equal scores are ordered. ``"expected"``: every measure is
+      its expected value over all orderings of the tied documents (McSherry & Najork, ECIR
+      2008), so renaming documents never changes a number and a constant scorer scores what a
+      random ranking would; ``"trec_eval"``: trec_eval's order, score descending then doc_id
+      descending; ``"doc_id"``: score descending then doc_id ascending.
+
+    Negative grades are judged non-relevant, as in trec_eval: gain 0, never relevant, but
+    judged (they count for Judged@k).
     """
 
     gain: Literal["linear", "exponential"] = "linear"
     relevance_threshold: int = 1
     drop_self_hits: bool = False
+    ties: Literal["expected", "trec_eval", "doc_id"] = "expected"
 
     def __post_init__(self) -> None:
         if self.gain not in GAIN_KINDS:
@@ -35,6 +45,8 @@ class MetricConventions:
                 "unjudged documents are non-relevant, so a threshold below 1 would treat "
                 "judged non-relevant documents differently from unjudged ones"
             )
+        if self.ties not in TIE_RULES:
+            raise ValueError(f"unknown ties rule {self.ties!r}; allowed values: {', '.join(TIE_RULES)}")
         if not isinstance(self.drop_self_hits, bool):
             raise ValueError(
                 f"drop_self_hits must be True or False (got {self.drop_self_hits!r})"

@@ -6,15 +6,21 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from embedpyramid.retrieval.metrics.aliases import grade_structure, measure_aliases
 from embedpyramid.retrieval.metrics.average_precision import average_precision_at_k
+from embedpyramid.retrieval.metrics.complete_evidence import complete_evidence_at_k
 from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.hit import hit_at_k
+from embedpyramid.retrieval.metrics.judged import judged_at_k
 from embedpyramid.retrieval.metrics.measures import Measure
-from embedpyramid.retrieval.metrics.ndcg import graded_gain, ndcg_at_k
+from embedpyramid.retrieval.metrics.ndcg import ndcg_at_k
 from embedpyramid.retrieval.metrics.precision import precision_at_k
 from embedpyramid.retrieval.metrics.r_precision import r_precision
+from embedpyramid.retrieval.metrics.ranking import JudgedRanking, judged_qrels, judged_ranking, straddling_groups
 from embedpyramid.retrieval.metrics.recall import recall_at_k
 from embedpyramid.retrieval.metrics.reciprocal_rank import reciprocal_rank_at_k
+
+PER_QUERY_SCHEMA = {"query_id": pl.String, "metric": pl.String, "value": pl.Float64}
 
 
 @dataclass(frozen=True)
@@ -23,31 +29,32 @@ class RetrievalEvaluation:
 
     ``per_query`` has columns query_id (str), metric (str, canonical measure name) and value
     (float64), sorted by query_id then metric; it holds one row per evaluated query and measure.
+    ``aliases`` maps each measure that is identical by construction to another one (see
+    :mod:`embedpyramid.retrieval.metrics.aliases`) to that canonical measure; an alias's values
+    are copied from it. ``tied_queries`` maps each evaluated query with score ties across a
+    cutoff (a measure's k, or R for RPrec) to the number of such tie groups: the queries whose
+    values the tie rule decides.
     """
 
     per_query: pl.DataFrame
     evaluated_query_ids: list[str]
     excluded_query_ids: list[str]
     conventions: MetricConventions
+    aliases: dict[str, str]
+    tied_queries: dict[str, int]
 
 
-@dataclass(frozen=True)
-class _JudgedRanking:
-    """Dense view of a run against its qrels: row q is the q-th evaluated query, zero-padded."""
+MeasureKernel = Callable[[JudgedRanking, int], np.ndarray]
 
-    gains: np.ndarray  # [n_queries, depth] nDCG gain of the document at each rank
-    relevant: np.ndarray  # [n_queries, depth] grade >= threshold at each rank
-    n_relevant: np.ndarray  # [n_queries] qrels with grade >= threshold, all >= 1
-    ideal_gains: np.ndarray  # [n_queries, max nDCG cutoff] judged gains sorted descending
-
-
-_CUT_KERNELS: dict[str, Callable[[_JudgedRanking, int], np.ndarray]] = {
+_CUT_KERNELS: dict[str, MeasureKernel] = {
     "nDCG": lambda r, k: ndcg_at_k(r.gains, r.ideal_gains, k),
     "P": lambda r, k: precision_at_k(r.relevant, k),
     "Recall": lambda r, k: recall_at_k(r.relevant, r.n_relevant, k),
-    "Hit": lambda r, k: hit_at_k(r.relevant, k),
-    "MRR": lambda r, k: reciprocal_rank_at_k(r.relevant, k),
-    "MAP": lambda r, k: average_precision_at_k(r.relevant, r.n_relevant, k),
+    "Hit": lambda r, k: hit_at_k(r.missed, k),
+    "MRR": lambda r, k: reciprocal_rank_at_k(r.missed, k),
+    "MAP": lambda r, k: average_precision_at_k(r.relevant_pairs, r.n_relevant, k),
+    "CompleteEvidence": lambda r, k: complete_evidence_at_k(r.found_all, k),
+    "Judged": lambda r, k: judged_at_k(r.judged, k),
 }
 
 _DTYPE_CHECKS: dict[str, Callable[[pl.DataType], bool]] = {
@@ -66,13 +73,16 @@ def evaluate_run(
 ) -> RetrievalEvaluation:
     """Score every query of a run on every measure, with trec_eval-equivalent definitions.
 
-    Conventions (DESIGN.md, "Metric conventions"): each query's retrieved documents are
-    re-ordered by (score descending, doc_id ascending) whatever the rank column says, after
-    dropping self-hits (doc_id == query_id) if ``conventions.drop_self_hits``; unjudged
-    documents are non-relevant; nDCG gains are graded (``conventions.gain``) and its ideal
-    ranking uses all the query's qrels; binary measures count grade >= ``relevance_threshold``
-    as relevant. Queries in ``query_ids`` without any such qrel are excluded and listed;
-    queries with relevant qrels but no retrieved documents score 0 on every measure.
+    Conventions (DESIGN.md, "Metric conventions"): each query's retrieved documents are ordered
+    by score, descending, whatever the rank column says, after dropping self-hits
+    (doc_id == query_id) if ``conventions.drop_self_hits``; equal scores follow
+    ``conventions.ties`` (expected values over the orders of tied documents, trec_eval's doc_id
+    descending, or doc_id ascending); unjudged documents are non-relevant; nDCG gains are graded
+    (``conventions.gain``) and its ideal ranking uses all the query's qrels; binary measures
+    count grade >= ``relevance_threshold`` as relevant; negative grades are judged non-relevant
+    (gain 0), as in trec_eval. Queries in ``query_ids`` without any relevant qrel are excluded
+    and listed; queries with relevant qrels but no retrieved documents score 0 on every
+    measure. Measures identical by construction are computed once (``aliases``).
 
     Args:
         run: columns query_id (str), doc_id (str), score (numeric); other columns (rank) are
@@ -84,7 +94,8 @@ def evaluate_run(
         query_ids: every query to evaluate; default: the queries appearing in ``qrels``.
 
     Returns:
-        The per-query long table with the evaluated and excluded query ids.
+        The per-query long table with the evaluated and excluded query ids, the aliases and the
+        queries with ties across a cutoff.
     """
     _check_frame(run, "run", {"query_id": "string", "doc_id": "string", "score": "numeric"})
     _check_frame(
@@ -105,29 +116,52 @@ def evaluate_run(
     evaluated = sorted(q for q in universe if q in with_positive)
     excluded = sorted(q for q in universe if q not in with_positive)
 
-    ranking = _judged_ranking(run, qrels, evaluated, unique_measures, conventions)
-    evaluated_ids = pl.Series("query_id", evaluated, dtype=pl.String)
-    tables = [
-        pl.DataFrame(
-            {
-                "query_id": evaluated_ids,
-                "metric": pl.repeat(str(measure), len(evaluated), dtype=pl.String, eager=True),
-                "value": _measure_values(measure, ranking),
-            }
-        )
-        for measure in unique_measures
-    ]
-    per_query = (
-        pl.concat(tables)
-        if tables
-        else pl.DataFrame(schema={"query_id": pl.String, "metric": pl.String, "value": pl.Float64})
+    judged = judged_qrels(qrels, evaluated)
+    grades = judged["relevance"].to_numpy()
+    judged_query = judged["query_index"].to_numpy()
+    n_relevant = np.bincount(judged_query[grades >= threshold], minlength=len(evaluated))
+    ranking, tie_groups = judged_ranking(
+        run, judged, evaluated, conventions,
+        depth=_needed_depth(unique_measures, n_relevant, run),
+        ideal_depth=max((m.cutoff or 0 for m in unique_measures if m.name == "nDCG"), default=0),
     )
+    aliases = measure_aliases(
+        unique_measures, **grade_structure(judged_query, grades, len(evaluated), threshold),
+        run_depth=int(ranking.retrieved.max(initial=0)),
+    )
+    per_query = score_ranking(ranking, unique_measures, evaluated, aliases)
+    cutoffs = sorted({m.cutoff for m in unique_measures if m.cutoff is not None})
+    rprec = any(m.name == "RPrec" for m in unique_measures)
+    straddling = straddling_groups(tie_groups, cutoffs, len(evaluated), n_relevant if rprec else None)
     return RetrievalEvaluation(
         per_query=per_query.sort("query_id", "metric"),
         evaluated_query_ids=evaluated,
         excluded_query_ids=excluded,
         conventions=conventions,
+        aliases=aliases,
+        tied_queries={evaluated[q]: int(straddling[q]) for q in np.flatnonzero(straddling)},
     )
+
+
+def score_ranking(
+    ranking: JudgedRanking, measures: Sequence[Measure], query_ids: Sequence[str], aliases: dict[str, str]
+) -> pl.DataFrame:
+    """The long per-query table (query_id, metric, value) of ``measures`` on a ranking whose rows
+    are ``query_ids``; an alias takes its canonical measure's values."""
+    computed = {str(m): _measure_values(m, ranking) for m in measures if str(m) not in aliases}
+    ids = pl.Series("query_id", list(query_ids), dtype=pl.String)
+    tables = [
+        pl.DataFrame(
+            {
+                "query_id": ids,
+                "metric": pl.repeat(str(measure), ids.len(), dtype=pl.String, eager=True),
+                "value": computed[aliases.get(str(measure), str(measure))],
+            },
+            schema=PER_QUERY_SCHEMA,
+        )
+        for measure in measures
+    ]
+    return pl.concat(tables) if tables else pl.DataFrame(schema=PER_QUERY_SCHEMA)
 
 
 def _check_frame(frame: pl.DataFrame, frame_name: str, columns: dict[str, str]) -> None:
@@ -156,9 +190,11 @@ def _check_frame(frame: pl.DataFrame, frame_name: str, columns: dict[str, str]) 
         )
 
 
-def _measure_values(measure: Measure, ranking: _JudgedRanking) -> np.ndarray:
-    if measure.cutoff is None:  # RPrec, the one measure without a cutoff
+def _measure_values(measure: Measure, ranking: JudgedRanking) -> np.ndarray:
+    if measure.name == "RPrec":
         return r_precision(ranking.relevant, ranking.n_relevant)
+    if measure.cutoff is None:  # the uncut MRR reads every retrieved rank
+        return reciprocal_rank_at_k(ranking.missed, ranking.width)
     return _CUT_KERNELS[measure.name](ranking, measure.cutoff)
 
 
@@ -171,91 +207,13 @@ def _query_universe(qrels: pl.DataFrame, query_ids: Sequence[str] | None) -> lis
     return universe
 
 
-def _needed_depth(measures: Sequence[Measure], n_relevant: np.ndarray) -> int:
-    """Deepest rank any measure reads: the largest cutoff, or the largest R for RPrec."""
+def _needed_depth(measures: Sequence[Measure], n_relevant: np.ndarray, run: pl.DataFrame) -> int:
+    """Deepest rank any measure reads: the largest cutoff, the largest R for RPrec, the whole run
+    for the uncut MRR."""
     cutoffs = [m.cutoff for m in measures if m.cutoff is not None]
-    depth = max(cutoffs, default=0)
-    if any(m.cutoff is None for m in measures) and n_relevant.size:
+    depth = max(cutoffs, default=1)
+    if any(m.name == "RPrec" for m in measures) and n_relevant.size:
         depth = max(depth, int(n_relevant.max()))
+    if any(m.name == "MRR" and m.cutoff is None for m in measures) and run.height:
+        depth = max(depth, int(run["query_id"].value_counts()["count"].max()))
     return depth
-
-
-def _rank_within_query(query_index: np.ndarray) -> np.ndarray:
-    """0-based position of each row within its query, for rows sorted by query index."""
-    return np.arange(query_index.size) - np.searchsorted(query_index, query_index, side="left")
-
-
-def _judged_ranking(
-    run: pl.DataFrame,
-    qrels: pl.DataFrame,
-    evaluated: list[str],
-    measures: Sequence[Measure],
-    conventions: MetricConventions,
-) -> _JudgedRanking:
-    query_index = pl.DataFrame(
-        {"query_id": evaluated, "query_index": np.arange(len(evaluated), dtype=np.int64)},
-        schema={"query_id": pl.String, "query_index": pl.Int64},
-    )
-    judged = qrels.select("query_id", "doc_id", "relevance")
-    judged_query_grade = judged.join(query_index, on="query_id").select("query_index", "relevance")
-    judged_query = judged_query_grade["query_index"].to_numpy()
-    judged_grade = judged_query_grade["relevance"].to_numpy()
-    n_relevant = np.bincount(
-        judged_query[judged_grade >= conventions.relevance_threshold], minlength=len(evaluated)
-    )
-    ideal_depth = max((m.cutoff or 0 for m in measures if m.name == "nDCG"), default=0)
-    ideal_gains = _ideal_gains(
-        judged_query, graded_gain(judged_grade, conventions.gain), len(evaluated), ideal_depth
-    )
-    grades = _retrieved_grades(
-        run, judged, query_index, conventions.drop_self_hits, _needed_depth(measures, n_relevant)
-    )
-    return _JudgedRanking(
-        gains=graded_gain(grades, conventions.gain),
-        relevant=grades >= conventions.relevance_threshold,
-        n_relevant=n_relevant,
-        ideal_gains=ideal_gains,
-    )
-
-
-def _ideal_gains(
-    judged_query: np.ndarray, judged_gain: np.ndarray, n_queries: int, depth: int
-) -> np.ndarray:
-    """[n_queries, depth] each query's judged gains sorted descending, zero-padded."""
-    order = np.lexsort((-judged_gain, judged_query))
-    query = judged_query[order]
-    rank = _rank_within_query(query)
-    kept = rank < depth
-    ideal = np.zeros((n_queries, depth))
-    ideal[query[kept], rank[kept]] = judged_gain[order][kept]
-    return ideal
-
-
-def _retrieved_grades(
-    run: pl.DataFrame,
-    judged: pl.DataFrame,
-    query_index: pl.DataFrame,
-    drop_self_hits: bool,
-    needed_depth: int,
-) -> np.ndarray:
-    """[n_queries, depth] grade at each rank of the re-ordered run (0: unjudged or past the end).
-
-    depth is the needed depth, or less when no query retrieved that many documents.
-    """
-    retrieved = run.select("query_id", "doc_id", "score").join(query_index, on="query_id")
-    if drop_self_hits:
-        retrieved = retrieved.filter(pl.col("doc_id") != pl.col("query_id"))
-    retrieved = retrieved.sort("query_index", "score", "doc_id", descending=[False, True, False])
-    rank = _rank_within_query(retrieved["query_index"].to_numpy())
-    depth = min(needed_depth, int(rank.max(initial=-1)) + 1)
-    cut = (
-        retrieved.with_columns(pl.Series("rank_index", rank))
-        .filter(pl.col("rank_index") < depth)
-        .join(judged, on=["query_id", "doc_id"], how="left")
-        .with_columns(pl.col("relevance").fill_null(0))
-    )
-    grades = np.zeros((query_index.height, depth), dtype=np.int64)
-    grades[cut["query_index"].to_numpy(), cut["rank_index"].to_numpy()] = (
-        cut["relevance"].to_numpy()
-    )
-    return grades

@@ -3,17 +3,19 @@
 import numpy as np
 
 
-def hit_at_k(relevant: np.ndarray, k: int) -> np.ndarray:
+def hit_at_k(missed: np.ndarray, k: int) -> np.ndarray:
     """Hit@k of every query.
 
     Hit@k = 1 if at least one relevant document (grade >= threshold) is in the top k, else 0,
-    as in trec_eval ``success_k``.
+    as in trec_eval ``success_k``; under tied scores its expectation, 1 - P(no relevant
+    document in the top k).
 
     Args:
-        relevant: [n_queries, depth] bool, grade >= threshold at each rank, False past the end.
+        missed: [n_queries, width] P(no relevant document at ranks <= i), carried past the last
+            retrieved document.
         k: cutoff.
 
     Returns:
-        [n_queries] float64 of 0.0 / 1.0.
+        [n_queries] float64.
     """
-    return relevant[:, :k].any(axis=1).astype(np.float64)
+    return 1.0 - missed[:, min(k, missed.shape[1]) - 1]

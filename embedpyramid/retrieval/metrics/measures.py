@@ -4,10 +4,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MEASURE_NAMES: tuple[str, ...] = ("Recall", "Hit", "MRR", "MAP", "nDCG", "P", "RPrec")
+MEASURE_NAMES: tuple[str, ...] = (
+    "Recall", "Hit", "MRR", "MAP", "nDCG", "P", "CompleteEvidence", "Judged", "RPrec",
+)
 """Canonical measure names, in the order used by :func:`default_measures`."""
 
-_UNCUT_NAMES = frozenset({"RPrec"})
+_UNCUT_NAMES = frozenset({"RPrec"})  # never a cutoff: the depth is the query's R
+_OPTIONALLY_CUT_NAMES = frozenset({"MRR"})  # "MRR" alone reads the whole run (uncut)
 _CANONICAL_BY_LOWER = {name.lower(): name for name in MEASURE_NAMES}
 _MEASURE_TEXT = re.compile(r"\s*(?P<name>[A-Za-z]+)(?:@(?P<cutoff>[0-9]+))?\s*")
 
@@ -16,9 +19,10 @@ _MEASURE_TEXT = re.compile(r"\s*(?P<name>[A-Za-z]+)(?:@(?P<cutoff>[0-9]+))?\s*")
 class Measure:
     """One retrieval measure and its cutoff; ``str(measure)`` is its canonical name in tables.
 
-    ``Measure("nDCG", 10)`` prints as ``nDCG@10``; ``Measure("RPrec")`` prints as ``RPrec``. Every
-    measure but RPrec needs a positive integer cutoff; RPrec takes none (its depth is the
-    query's number of relevant documents).
+    ``Measure("nDCG", 10)`` prints as ``nDCG@10``; ``Measure("RPrec")`` prints as ``RPrec``.
+    RPrec takes no cutoff (its depth is the query's number of relevant documents); MRR takes an
+    optional one (``MRR`` alone is the reciprocal rank over the whole run, trec_eval's
+    ``recip_rank``); every other measure needs a positive integer cutoff.
     """
 
     name: str
@@ -34,6 +38,8 @@ class Measure:
                 raise ValueError(
                     f"{self.name} takes no cutoff (got {self.cutoff!r}); write it as {self.name!r}"
                 )
+        elif self.cutoff is None and self.name in _OPTIONALLY_CUT_NAMES:
+            return
         elif (
             isinstance(self.cutoff, bool) or not isinstance(self.cutoff, int) or self.cutoff < 1
         ):
@@ -59,7 +65,7 @@ def parse_measure(text: str) -> Measure:
         raise ValueError(
             f"cannot parse measure {text!r}: expected NAME@k with NAME one of {cut_names} "
             f"(case-insensitive) and k a positive integer, or one of "
-            f"{', '.join(sorted(_UNCUT_NAMES))} without a cutoff"
+            f"{', '.join(sorted(_UNCUT_NAMES | _OPTIONALLY_CUT_NAMES))} without a cutoff"
         )
     cutoff = None if match["cutoff"] is None else int(match["cutoff"])
     try:
@@ -69,10 +75,11 @@ def parse_measure(text: str) -> Measure:
 
 
 def default_measures(k_values: Sequence[int]) -> list[Measure]:
-    """Recall, Hit, MRR, MAP, nDCG and P at every distinct k (ascending), then RPrec."""
+    """Recall, Hit, MRR, MAP, nDCG, P, CompleteEvidence and Judged at every distinct k
+    (ascending), then RPrec and the uncut MRR."""
     if not k_values:
         raise ValueError("k_values is empty; give at least one cutoff, e.g. (1, 5, 10)")
     cutoffs = sorted(set(k_values))
     return [
         Measure(name, k) for name in MEASURE_NAMES if name not in _UNCUT_NAMES for k in cutoffs
-    ] + [Measure(name) for name in MEASURE_NAMES if name in _UNCUT_NAMES]
+    ] + [Measure("RPrec"), Measure("MRR")]

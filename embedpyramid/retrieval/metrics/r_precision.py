@@ -8,11 +8,12 @@ def r_precision(relevant: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
 
     RPrec = |relevant documents in the top R| / R, with R the number of the query's qrels with
     grade >= threshold: precision at the depth where a perfect ranking would reach recall 1.
-    Ranks past the last retrieved document count as non-relevant, as in trec_eval ``Rprec``.
+    Ranks past the last retrieved document count as non-relevant, as in trec_eval ``Rprec``;
+    under tied scores the count is its expectation.
 
     Args:
-        relevant: [n_queries, depth] bool, grade >= threshold at each rank, False past the end;
-            depth should reach max(R) (shorter rows are treated as padded with False).
+        relevant: [n_queries, width] P(grade >= threshold) at each rank, 0 past the end;
+            width should reach max(R) (shorter rows are treated as padded with 0).
         n_relevant: [n_queries] R, every entry >= 1.
 
     Returns:
@@ -20,4 +21,4 @@ def r_precision(relevant: np.ndarray, n_relevant: np.ndarray) -> np.ndarray:
     """
     ranks = np.arange(1, relevant.shape[1] + 1)
     within_r = ranks <= n_relevant[:, np.newaxis]
-    return (relevant & within_r).sum(axis=1) / n_relevant
+    return (relevant * within_r).sum(axis=1) / n_relevant

@@ -23,7 +23,16 @@ from embedpyramid.reports import (
     slice_summary,
     write_report,
 )
-from embedpyramid.stats.compare import ComparisonSettings, compare_models, query_deltas, regressions
+from embedpyramid.reports.environment import environment_section
+from embedpyramid.reports.tables import hsd_pairs_summary, leaderboard_tables
+from embedpyramid.reports.verdict import dataset_verdicts
+from embedpyramid.stats.compare import (
+    ComparisonSettings,
+    compare_models,
+    query_deltas,
+    regressions,
+    tukey_hsd_tables,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 BASELINE, CHALLENGER = "base", "tuned <v2> & co"  # a name that needs escaping everywhere
@@ -33,17 +42,14 @@ def make_report() -> ComparisonReport:
     rng = np.random.default_rng(0)
     n = 30
     query_ids = [f"q{i:02d}" for i in range(n)]
-    queries = pl.DataFrame(
-        {
-            "query_id": query_ids,
-            "text": [" ".join(["word"] * (1 + i % 9)) for i in range(n)],
-            "category": ["greetings"] * 24 + ["science"] * 6,
-        }
-    )
+    texts = [" ".join(["word"] * (1 + i % 9)) for i in range(n)]
+    texts[:2] = ["<script>alert(1)</script> word", "<img src=x onerror=alert(1)>"]  # raw HTML in the data
+    queries = pl.DataFrame({"query_id": query_ids, "text": texts, "category": ["greetings"] * 24 + ["science"] * 6})
     rows = []
     for model, shift in ((BASELINE, 0.0), (CHALLENGER, 0.05)):
         for metric in ("nDCG@10", "Recall@100"):
             values = np.clip(rng.uniform(0.2, 0.8, size=n) + shift, 0, 1)
+            values[:3] = 0.0 if model == CHALLENGER else 1.0  # three tied worst regressions, two with HTML
             rows += [
                 ("chat", model, "exact", q, metric, float(v))
                 for q, v in zip(query_ids, values, strict=True)
@@ -51,7 +57,7 @@ def make_report() -> ComparisonReport:
     per_query = pl.DataFrame(
         rows, schema=["dataset", "model", "system", "query_id", "metric", "value"], orient="row"
     )
-    settings = ComparisonSettings(baseline=BASELINE, n_resamples=1_000, worst_n=3)
+    settings = ComparisonSettings(baseline=BASELINE, n_resamples=1_000, worst_n=2, report_metric="nDCG@10")
     qrels = pl.DataFrame(
         {"query_id": query_ids, "doc_id": [f"d{i}" for i in range(n)], "relevance": 1}
     )
@@ -64,12 +70,17 @@ def make_report() -> ComparisonReport:
     leaderboard = per_query.group_by(
         "dataset", "model", "system", "metric", maintain_order=True
     ).agg(mean=pl.col("value").mean(), n=pl.len())
+    comparisons = compare_models(per_query, queries, settings)
+    verdicts = dataset_verdicts(comparisons, pl.DataFrame(), power=0.8, detectable_delta=0.02)
     return ComparisonReport(
         leaderboard=leaderboard,
-        comparisons=compare_models(per_query, queries, settings),
+        comparisons=comparisons,
         regressions=regressions(per_query, queries, qrels, runs, settings, "nDCG@10"),
         deltas=query_deltas(per_query, settings),
         metric="nDCG@10",
+        verdicts=tuple(v.text() for v in verdicts),
+        floor=pl.DataFrame({"dataset": ["chat", "chat"], "metric": ["nDCG@10", "Recall@100"], "mean": [0.01, 0.1],
+                            "n": [n, n]}),
     )
 
 
@@ -85,17 +96,27 @@ class TagCollector(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
-def test_markdown_table_formats_and_escapes_cells():
+def test_markdown_table_formats_escapes_and_aligns_cells():
     table = pl.DataFrame(
-        {"name": ["a|b", "line\nbreak"], "value": [0.123456, None], "ids": [["d1", "d2"], []]}
+        {"name": ["a|b", "line\nbreak <b>"], "value": [0.123456, None], "ids": [["d1", "d2"], []]}
     )
     assert markdown_table(table).splitlines() == [
         "| name | value | ids |",
-        "|---|---|---|",
+        "|---|---:|---|",
         "| a\\|b | 0.1235 | d1, d2 |",
-        "| line break |  |  |",
+        "| line break &lt;b&gt; |  |  |",
     ]
     assert "<td>&lt;b&gt;</td>" in html_table(pl.DataFrame({"x": ["<b>"]}))
+
+
+def test_numbers_get_a_precision_that_suits_their_column_and_align_right():
+    table = pl.DataFrame({"spec": ["flat", "hnsw"], "qps": [12345.678, 987.65], "recall": [0.98765, 1.0],
+                          "bytes": [1536, 393216], "p50_ms": [12.3456, 0.5]})
+    lines = markdown_table(table).splitlines()
+    assert lines[1] == "|---|---:|---:|---:|---:|"
+    assert lines[2] == "| flat | 12,346 | 0.9877 | 1,536 | 12.35 |"
+    assert lines[3] == "| hnsw | 988 | 1.0000 | 393,216 | 0.50 |"
+    assert '<td class="num">12,346</td>' in html_table(table) and "<td>flat</td>" in html_table(table)
 
 
 def test_key_table_lists_every_pair_and_metric_over_all_queries():
@@ -107,12 +128,18 @@ def test_key_table_lists_every_pair_and_metric_over_all_queries():
     assert markdown.splitlines()[0].startswith("| dataset | system | metric | A | B | n |")
     assert f"[{everything['ci_low']:+.4f}, {everything['ci_high']:+.4f}]" in markdown
     assert key_table_markdown(REPORT.comparisons, ["Recall@100"]).count("\n") == 2
+    # Family, adjustment, effect size, second test and Monte-Carlo errors are all shown.
+    first = summary.row(0, named=True)
+    assert first["family"] == "confirmatory (Holm, 1)" and summary.row(1, named=True)["family"].startswith("exploratory (BH")
+    assert first["d_z"] == f"{everything['d_z']:+.2f}" and first["p (t-test)"] and first["CI MC error"].startswith("±")
+    assert first["decision"] in ("better", "worse", "not significant")
 
 
 def test_slice_summary_shows_small_slices_flagged():
     summary = slice_summary(REPORT.comparisons, "nDCG@10")
     science = summary.filter(pl.col("slice") == "category = science").row(0, named=True)
     assert (science["n"], science["small n"]) == ("6", "yes")
+    assert science["family"].startswith("exploratory")
     assert summary.filter(pl.col("slice") == "all queries")["small n"].to_list() == [""]
 
 
@@ -125,6 +152,14 @@ def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
     assert len(marks) == rows.height
     tooltips = [mark.find(f"{SVG}title").text for mark in marks]
     assert all(CHALLENGER in tooltip for tooltip in tooltips)  # escaped in, parsed back out
+    # Coloured by the adjusted decision; small slices not coloured; a legend says so.
+    for mark, row in zip(marks, rows.iter_rows(named=True), strict=True):
+        stroke = mark.find(f"{SVG}line").get("stroke")
+        if row["small_slice"]:
+            assert stroke == "#8c8c8c" and mark.find(f"{SVG}rect").get("fill") == "white"
+        else:
+            assert stroke == {"better": "#1b7837", "worse": "#b2182b", "not significant": "#4d4d4d"}[row["decision"]]
+    assert "small slice: not coloured" in svg and "B better (adjusted p ≤ α)" in svg
     with pytest.raises(ValueError, match="no comparisons for metric 'MAP@10'"):
         forest_plot_svg(REPORT.comparisons, "MAP@10")
 
@@ -144,22 +179,96 @@ def test_delta_histogram_counts_every_query():
         delta_histogram_svg(deltas, bins=4)
 
 
-def test_markdown_report_holds_the_tables_and_links_the_figures():
+def test_markdown_report_opens_with_the_verdict_and_a_table_of_contents():
     markdown = render_markdown(REPORT)
+    lines = markdown.splitlines()
+    headings = [line for line in lines if line.startswith("#")]
+    assert headings[:3] == ["# Embedding model comparison", "## Verdict", "## Contents"]
     for heading in (
-        "# Embedding model comparison",
         "## Leaderboard",
         "## Comparisons over all queries",
         "## Slices: nDCG@10",
         "## Per-query delta distribution: nDCG@10",
         "## Worst regressions and best improvements: nDCG@10",
     ):
-        assert heading in markdown.splitlines()
+        assert heading in lines
+    verdict = lines[lines.index("## Verdict") + 2]
+    assert verdict.startswith("chat · nDCG@10 over 30 queries: ") and "p (Holm, 1 test)" in verdict and "d_z" in verdict
+    # Every section is linked from the contents, by an anchor placed before its heading.
+    assert "- [Leaderboard](#leaderboard)" in lines and '<a id="leaderboard"></a>' in lines
+    assert "- [Slices: nDCG@10](#slices-ndcg-10)" in lines and '<a id="slices-ndcg-10"></a>' in lines
     assert key_table_markdown(REPORT.comparisons) in markdown
-    # all + 2 categories + 3 length buckets (1 to 9 words).
-    assert "dataset=chat: 1 pair × 2 metrics × 6 slices = 12 tests" in markdown
+    assert "chat, confirmatory: nDCG@10 over all queries against the baseline — 1 tests, Holm" in markdown
+    assert "chat, exploratory: every other metric, slice and pair — 11 tests, Benjamini–Hochberg" in markdown
     for figure in report_figures(REPORT):
         assert f"(figures/{figure.name}.svg)" in markdown
+
+
+def test_markdown_report_escapes_raw_html_from_the_data():
+    markdown = render_markdown(REPORT)
+    assert "<script>" not in markdown and "<img" not in markdown
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; word" in markdown
+    assert "&lt;img src=x onerror=alert(1)&gt;" in markdown
+    assert "tuned &lt;v2&gt; &amp; co" in markdown and CHALLENGER not in markdown
+
+
+def test_worst_regressions_disclose_ties():
+    markdown = render_markdown(REPORT)
+    # q00, q01 and q02 all fall from 1 to 0: two are listed (worst_n = 2), the tie is said.
+    assert "Regressions: 2 of " in markdown
+    assert "3 queries tie at Δ = -1.0000, 2 of them shown (ties ordered by query id)." in markdown
+
+
+def test_leaderboard_puts_metrics_in_rows_with_the_random_floor_beside_the_models():
+    (caption, table), = leaderboard_tables(REPORT.leaderboard, REPORT.floor)
+    assert caption == "chat · exact"
+    assert table.columns == ["metric", "random ranking", BASELINE, CHALLENGER]
+    assert table["metric"].to_list() == ["queries", "nDCG@10", "Recall@100"]
+    assert table.row(1, named=True)["random ranking"] == "0.0100" and table.row(0, named=True)[BASELINE] == "30"
+    many = pl.concat([REPORT.leaderboard.with_columns(pl.col("model") + f"-{i}") for i in range(4)])
+    (_, wide), = leaderboard_tables(many, REPORT.floor)
+    assert wide.columns == ["model", "queries", "nDCG@10", "Recall@100"] and wide["model"][0] == "random ranking"
+
+
+def test_hsd_section_shows_groups_rank_intervals_and_simultaneous_intervals():
+    copy = REPORT.leaderboard  # the models' per-query values are not kept: rebuild three models
+    rng = np.random.default_rng(5)
+    per_query = pl.DataFrame(
+        [("chat", model, "exact", f"q{i}", "nDCG@10", float(np.clip(rng.uniform(0.2, 0.6) + shift, 0, 1)))
+         for model, shift in (("a", 0.0), ("b", 0.01), ("c", 0.3)) for i in range(40)],
+        schema=["dataset", "model", "system", "query_id", "metric", "value"], orient="row")
+    queries = pl.DataFrame({"query_id": [f"q{i}" for i in range(40)], "text": ["w"] * 40})
+    settings = ComparisonSettings(baseline="a", n_resamples=1_000, n_permutations=2_000, report_metric="nDCG@10")
+    hsd, pairs = tukey_hsd_tables(per_query, queries, settings, "nDCG@10")
+    report = ComparisonReport(copy, REPORT.comparisons, REPORT.regressions, REPORT.deltas, "nDCG@10",
+                              hsd=hsd, hsd_pairs=pairs)
+    markdown = render_markdown(report)
+    assert "## Model groups: nDCG@10 (Tukey HSD)" in markdown
+    assert "| chat | c | 40 |" in markdown and "| 1 |" in markdown  # c ranks first, alone
+    assert hsd_pairs_summary(pairs)["different"].to_list() == ["no", "yes", "yes"]
+    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, power=0.8, detectable_delta=0.02)
+    # c beats the baseline a in the confirmatory family; the HSD puts a and b together.
+    assert (verdict.winner, verdict.second, verdict.family_size) == ("c", "a", 2)
+    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins over a (Δ = +0.")
+    assert verdict.text().endswith("Tukey HSD groups (all pairs at once, more conservative): a: c; b: b, a.")
+
+
+def test_environment_record_lists_cards_datasets_conventions_packages_and_machine():
+    section = environment_section(
+        [{"model": "m@1", "card": {"backend": "entry-point", "entry_point": "pkg:Model", "normalize": True},
+          "run": {"threads": 2}}],
+        [{"dataset": "d", "manifest": {"counts": {"queries": 3, "documents": 5, "qrels": 4}, "version": "abcdef0123456789",
+                                       "source": {"loader": "beir", "files": ["x"]}}}],
+        [{"dataset": "d", "model": "m@1", "conventions": {"gain": "linear", "ties": "expected"}, "tied_queries": 2}],
+    )
+    tables = dict(section.tables)
+    assert tables["Eval cards"].row(0, named=True)["source"] == "pkg:Model"
+    assert tables["Datasets"].row(0, named=True) == {"dataset": "d", "source": "loader=beir", "queries": "3",
+                                                     "documents": "5", "qrels": "4", "version": "abcdef012345"}
+    assert tables["Metric conventions"].row(0, named=True)["ties"] == "expected"
+    packages = dict(tables["Packages"].rows())
+    assert packages["python"] and packages["numpy"] != "not installed"
+    assert dict(tables["Machine"].rows())["logical CPUs"].isdigit()
 
 
 def test_html_report_is_self_contained_and_its_figures_are_valid_svg():
@@ -169,7 +278,11 @@ def test_html_report_is_self_contained_and_its_figures_are_valid_svg():
     collector.feed(page)
     tags = [tag for tag, _ in collector.tags]
     assert not {"script", "link", "img", "iframe", "object"} & set(tags)
-    assert not any("src" in attrs or "href" in attrs for _, attrs in collector.tags)
+    assert not any("src" in attrs for _, attrs in collector.tags)
+    hrefs = [attrs["href"] for _, attrs in collector.tags if "href" in attrs]
+    assert hrefs and all(href.startswith("#") for href in hrefs)  # only its own anchors
+    ids = {attrs["id"] for _, attrs in collector.tags if "id" in attrs}
+    assert {href[1:] for href in hrefs} <= ids
     assert tags.count("svg") == len(report_figures(REPORT)) == 2
     assert tags.count("table") >= 4
     assert "tuned &lt;v2&gt; &amp; co" in page and CHALLENGER not in page
@@ -203,6 +316,7 @@ def test_a_report_without_pairs_still_renders():
     assert report_figures(alone) == []
     markdown = render_markdown(alone)
     assert "No model pairs to compare." in markdown and "## Leaderboard" in markdown
+    assert "## Model groups" not in markdown
     assert "<svg" not in render_html(alone)
 
 

@@ -3,15 +3,20 @@ import dataclasses
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
-from embedpyramid.stats import holm_adjust
+from embedpyramid.stats import benjamini_hochberg_adjust
 from embedpyramid.stats.compare import (
     COMPARISON_SCHEMA,
+    HSD_PAIR_SCHEMA,
+    HSD_SCHEMA,
     ComparisonSettings,
+    alias_groups,
     compare_models,
     length_bucket_names,
     query_deltas,
     regressions,
+    tukey_hsd_tables,
 )
 
 # Dyadic values keep every delta and mean exact in floating point.
@@ -44,7 +49,7 @@ QUERIES = pl.DataFrame(
     }
 )
 SETTINGS = ComparisonSettings(
-    baseline="base", n_resamples=2_000, seed=3, min_slice_n=3, length_buckets=(2, 4)
+    baseline="base", n_resamples=2_000, seed=3, min_slice_n=3, length_buckets=(2, 4), report_metric="nDCG@10"
 )
 
 
@@ -102,12 +107,78 @@ def test_comparisons_table_hand_checked():
     assert (recall["ci_low"], recall["ci_high"], recall["boot_median"]) == (0.0, 0.0, 0.0)
     assert (recall["p_value"], recall["ties"], recall["share_above_zero"]) == (1.0, 6, 0.0)
 
-    assert table["holm_family"].unique().to_list() == [
-        "dataset=toy: 1 pair × 2 metrics × 6 slices = 12 tests"
-    ]
-    np.testing.assert_array_equal(table["p_holm"], holm_adjust(table["p_value"].to_numpy()))
+    # Effect size and the second test: d_z = mean / sd, the paired t-test p-value beside the
+    # sign-flip one; the exact sign-flip p has no Monte-Carlo error.
+    deltas = np.array([0.125, 0, 0.25, -0.125, 0.375, 0.375])
+    assert everything["sd_delta"] == pytest.approx(deltas.std(ddof=1), abs=1e-15)
+    assert everything["d_z"] == pytest.approx(deltas.mean() / deltas.std(ddof=1), abs=1e-14)
+    assert everything["t_p_value"] == pytest.approx(stats.ttest_1samp(deltas, 0.0).pvalue, abs=1e-12)
+    assert everything["p_value_mc_error"] == 0.0
+    assert everything["ci_low_mc_error"] > 0.0 and everything["interval"] == "studentized"
+    assert everything["mde"] > everything["sd_delta"]  # 6 queries detect only large effects
+
+    # Two families: the report metric over all queries against the baseline is confirmatory
+    # (Holm over its single test), everything else exploratory (Benjamini-Hochberg).
+    assert (everything["family"], everything["adjustment"], everything["family_size"]) == ("confirmatory", "holm", 1)
+    assert everything["p_adjusted"] == everything["p_value"]
+    exploratory = table.filter(pl.col("family") == "exploratory")
+    assert exploratory.height == 11 and set(exploratory["adjustment"]) == {"bh"}
+    assert set(exploratory["family_size"]) == {11}
+    np.testing.assert_array_equal(
+        exploratory["p_adjusted"], benjamini_hochberg_adjust(exploratory["p_value"].to_numpy())
+    )
+    assert everything["decision"] == "not significant"
+    assert set(table["aliases"].to_list()[0]) == set()
     assert set(table["seed"]) == {3} and set(table["n_resamples"]) == {2_000}
     assert set(table["resampling"]) == {"query"}
+
+
+def test_a_comparison_with_no_difference_is_exactly_zero_with_share_zero():
+    base = per_query_table(models=("base",))
+    table = compare_models(pl.concat([base, base.with_columns(pl.lit("twin").alias("model"))]), QUERIES, SETTINGS)
+    for column in ("mean_delta", "ci_low", "ci_high", "boot_median", "share_above_zero", "d_z"):
+        assert (table[column] == 0.0).all(), column
+    assert (table["p_value"] == 1.0).all() and (table["decision"] == "not significant").all()
+
+
+def test_aliases_are_tested_once_and_listed_on_the_canonical_row():
+    base = per_query_table()
+    copies = pl.concat([
+        base.filter(pl.col("metric") == "Recall@100").with_columns(pl.lit(name).alias("metric"))
+        for name in ("Hit@100", "MAP@100")
+    ])
+    table = compare_models(
+        pl.concat([base, copies]), QUERIES, SETTINGS, aliases={"Hit@100": "Recall@100", "MAP@100": "Recall@100"}
+    )
+    assert table["metric"].unique(maintain_order=True).to_list() == ["nDCG@10", "Recall@100"]
+    recall = row(table, "Recall@100", "all", "all")
+    assert recall["aliases"] == ["Hit@100", "MAP@100"]
+    assert row(table, "nDCG@10", "all", "all")["aliases"] == []
+    # The report metric stands for its group when it is an alias.
+    groups = alias_groups(pl.concat([base, copies]), {"Hit@100": "Recall@100"}, report_metric="Hit@100")
+    assert groups == {"nDCG@10": [], "Hit@100": ["Recall@100"], "MAP@100": []}
+    broken = copies.with_columns(pl.when(pl.col("query_id") == "q2").then(0.0).otherwise(pl.col("value")).alias("value"))
+    with pytest.raises(ValueError, match="'Hit@100' is listed as an alias of 'Recall@100' but differs"):
+        compare_models(pl.concat([base, broken]), QUERIES, SETTINGS, aliases={"Hit@100": "Recall@100"})
+
+
+def test_truncated_slice_holds_the_queries_truncated_under_either_card():
+    table = compare_models(per_query_table(), QUERIES, SETTINGS, truncated={"base": {"q1"}, "new": {"q5", "q6"}})
+    truncated = table.filter(pl.col("slice_column") == "truncated")
+    assert truncated.select("slice_value", "n").unique(maintain_order=True).rows() == [("yes", 3), ("no", 3)]
+    assert row(table, "nDCG@10", "truncated", "yes")["mean_delta"] == pytest.approx((0.125 + 0.375 + 0.375) / 3)
+    # Nothing known or nothing truncated: no slice.
+    for truncated_ids in ({"base": None, "new": None}, {"base": set(), "new": set()}):
+        plain = compare_models(per_query_table(), QUERIES, SETTINGS, truncated=truncated_ids)
+        assert "truncated" not in set(plain["slice_column"])
+
+
+def test_values_outside_the_value_range_are_refused():
+    outside = per_query_table().with_columns(pl.when(pl.col("query_id") == "q1").then(1.5).otherwise(pl.col("value")).alias("value"))
+    with pytest.raises(ValueError, match=r"outside value_range \[0.0, 1.0\]"):
+        compare_models(outside, QUERIES, SETTINGS)
+    unbounded = compare_models(outside, QUERIES, dataclasses.replace(SETTINGS, value_range=None))
+    assert unbounded.height == 12
 
 
 def test_swapping_baseline_negates_deltas_and_intervals():
@@ -142,7 +213,11 @@ def test_all_pairs_and_slice_columns_absent_from_the_dataset():
         ("new", "other"),
     ]
     assert set(table["slice_column"]) == {"all", "category"}
-    assert table["holm_family"][0] == "dataset=toy: 3 pairs × 2 metrics × 3 slices = 18 tests"
+    # Confirmatory: the report metric over all queries for the two pairs with the baseline.
+    confirmatory = table.filter(pl.col("family") == "confirmatory")
+    assert confirmatory.select("model_a", "model_b", "metric", "slice_column").rows() == [
+        ("base", "new", "nDCG@10", "all"), ("base", "other", "nDCG@10", "all")]
+    assert set(confirmatory["family_size"]) == {2} and table.filter(pl.col("family") == "exploratory").height == 16
 
 
 def test_a_query_missing_in_one_model_is_an_error_naming_it():
@@ -210,10 +285,10 @@ def test_regressions_list_worst_and_best_queries_with_their_documents():
     listed = regressions(
         per_query_table(), QUERIES, qrels, runs, settings, "nDCG@10", corpus=corpus
     )
-    assert listed.select("direction", "rank", "query_id", "delta").rows() == [
-        ("regression", 1, "q4", -0.125),
-        ("improvement", 1, "q5", 0.375),  # tied with q6 on delta: query_id decides
-        ("improvement", 2, "q6", 0.375),
+    assert listed.select("direction", "rank", "query_id", "delta", "n_direction", "n_tied").rows() == [
+        ("regression", 1, "q4", -0.125, 1, 1),
+        ("improvement", 1, "q5", 0.375, 4, 2),  # tied with q6 on delta: query_id decides, disclosed
+        ("improvement", 2, "q6", 0.375, 4, 2),
     ]
     worst = listed.row(0, named=True)
     assert (worst["value_a"], worst["value_b"], worst["text"]) == (0.5, 0.375, "w w w w")
@@ -233,6 +308,30 @@ def test_regressions_list_worst_and_best_queries_with_their_documents():
         regressions(per_query_table(), QUERIES, qrels, runs, settings, "MAP@10")
 
 
+def test_tukey_hsd_tables_give_letters_rank_intervals_and_simultaneous_intervals():
+    # Three models: "new" is far above "base" and "copy" (identical to base) on 6 queries.
+    copy = per_query_table(models=("base",)).with_columns(pl.lit("copy").alias("model"))
+    per_query = pl.concat([per_query_table(), copy])
+    settings = dataclasses.replace(SETTINGS, n_permutations=4_000)
+    models, pairs = tukey_hsd_tables(per_query, QUERIES, settings, "nDCG@10")
+    assert models.schema == pl.Schema(HSD_SCHEMA) and pairs.schema == pl.Schema(HSD_PAIR_SCHEMA)
+    assert models["model"].to_list() == ["new", "base", "copy"]  # best first
+    assert models["mean"].to_list() == pytest.approx([3.25 / 6, 2.25 / 6, 2.25 / 6])
+    assert pairs.select("model_a", "model_b").rows() == [("base", "copy"), ("base", "new"), ("copy", "new")]
+    same = pairs.row(0, named=True)
+    assert (same["mean_delta"], same["p_value"], same["significant"]) == (0.0, 1.0, False)
+    critical = models["critical_range"][0]
+    assert pairs["ci_high"].to_list() == pytest.approx([d + critical for d in pairs["mean_delta"]])
+    # base and copy always share a letter and a rank interval.
+    letters = dict(models.select("model", "letters").rows())
+    assert letters["base"] == letters["copy"]
+    ranks = {m: (lo, hi) for m, lo, hi in models.select("model", "rank_low", "rank_high").rows()}
+    assert ranks["base"] == ranks["copy"]
+    # With only two models there is nothing for an HSD to add.
+    two_models, two_pairs = tukey_hsd_tables(per_query_table(), QUERIES, settings, "nDCG@10")
+    assert two_models.is_empty() and two_pairs.is_empty()
+
+
 def test_a_dataset_with_only_the_baseline_gives_an_empty_typed_table():
     table = compare_models(per_query_table(models=("base",)), QUERIES, SETTINGS)
     assert table.is_empty()
@@ -249,10 +348,10 @@ def test_queries_with_a_dataset_column_serve_several_datasets():
     )
     table = compare_models(both, queries, SETTINGS)
     assert table["dataset"].unique(maintain_order=True).to_list() == ["toy", "toy2"]
-    # One Holm family per dataset: the two identical datasets get identical adjustments.
+    # Families are formed per dataset: the two identical datasets get identical adjustments.
     first, second = (table.filter(pl.col("dataset") == d) for d in ("toy", "toy2"))
-    np.testing.assert_array_equal(first["p_holm"], second["p_holm"])
-    assert second["holm_family"][0].startswith("dataset=toy2: 1 pair")
+    np.testing.assert_array_equal(first["p_adjusted"], second["p_adjusted"])
+    assert set(second["family_size"]) == {1, 11}
 
 
 def test_regressions_of_a_dataset_with_only_the_baseline_are_empty():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import permutation_test
 
-from embedpyramid.stats import paired_sign_flip_test
+from embedpyramid.stats import paired_sign_flip_test, sign_flip_mc_error
 from embedpyramid.stats.randomization import sign_patterns
 
 
@@ -99,3 +99,19 @@ def test_exhaustive_patterns_cover_every_sign_vector_once_across_chunks():
     assert exhaustive and signs.shape == (2**18, 18)
     codes = ((signs < 0) * (1 << np.arange(18))).sum(axis=1)
     np.testing.assert_array_equal(np.sort(codes), np.arange(2**18))
+
+
+def test_monte_carlo_error_is_zero_when_exact_and_binomial_otherwise():
+    assert sign_flip_mc_error(np.array([0.25]), n_units=10, n_permutations=2**10).tolist() == [0.0]
+    error = sign_flip_mc_error(np.array([0.1, 1.0]), n_units=40, n_permutations=10_000)
+    np.testing.assert_allclose(error, [np.sqrt(0.1 * 0.9 / 10_000), 0.0])
+
+
+def test_random_patterns_do_not_depend_on_blocking():
+    first, _ = sign_patterns(300_000, n_permutations=10, seed=3)
+    blocks = list(first)
+    assert len(blocks) > 1
+    whole = np.concatenate(blocks)
+    raw = np.random.default_rng(3).integers(0, 2**64, size=(10, -(-300_000 // 64)), dtype=np.uint64)
+    bits = np.unpackbits(raw.astype("<u8").view(np.uint8), axis=1, count=300_000, bitorder="little")
+    np.testing.assert_array_equal(whole, 1.0 - 2.0 * bits)

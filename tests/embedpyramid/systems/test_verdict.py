@@ -14,7 +14,7 @@ def rows(model: str, system: str, values: list[float], metric: str = "nDCG@10") 
 
 
 SETTINGS = ComparisonSettings(baseline="unused", n_resamples=2000, n_permutations=10_000, seed=7,
-                              slice_columns=("category",), length_buckets=(), min_slice_n=2)
+                              slice_columns=("category",), length_buckets=(), min_slice_n=2, report_metric="nDCG@10")
 
 
 def test_each_system_is_compared_with_its_own_models_exact_run():
@@ -42,11 +42,13 @@ def test_each_system_is_compared_with_its_own_models_exact_run():
     assert (same["ci_low"], same["ci_high"], same["verdict"]) == (0.0, 0.0, "no detectable difference")
     worse = overall.filter((pl.col("model") == "m2@2") & (pl.col("system_b") == "bm25")).row(0, named=True)
     # 12 losses: the two-sided sign-flip p, enumerated exactly (2^12 <= n_permutations), is 2 / 2^12;
-    # Holm over the dataset's 12 tests (4 pairs x 3 slices) multiplies the smallest p by 12.
+    # Holm over the confirmatory family (nDCG@10 over all queries: 4 system pairs) multiplies the
+    # smallest p by 4; the slices are exploratory (Benjamini-Hochberg).
     assert worse["losses"] == 12 and worse["p_value"] == pytest.approx(2 / 4096)
-    assert worse["p_holm"] == pytest.approx(12 * 2 / 4096) and worse["verdict"] == "worse"
+    assert (worse["family"], worse["adjustment"], worse["family_size"]) == ("confirmatory", "holm", 4)
+    assert worse["p_adjusted"] == pytest.approx(4 * 2 / 4096) and worse["verdict"] == "worse"
     assert set(table["slice_value"]) == {"all", "x", "y"}
-    assert table["holm_family"].n_unique() == 1
+    assert set(table.filter(pl.col("slice_column") != "all")["family"]) == {"exploratory"}
 
 
 def test_without_an_exact_run_there_is_nothing_to_compare():

@@ -87,8 +87,8 @@ def per_query(config, dataset: str, means: dict[str, list[float]], metric: str =
     return pl.DataFrame(rows, schema=["dataset", "model", "system", "query_id", "metric", "value"], orient="row")
 
 
-def test_published_numbers_stand_in_for_a_public_dataset_not_on_disk(write_configs, tmp_path):
-    config = load_config(write_configs(datasets={
+def test_published_numbers_stand_in_for_a_public_dataset_not_on_disk(write_configs, two_real_models, tmp_path):
+    config = load_config(write_configs(models=two_real_models, datasets={
         "mine": {"loader": "chatterbot", "categories": ["ai"]},
         "bench": {"loader": "published", "reference": [reference("minilm-l6", 0.64508), reference("use-m3", 0.61)]},
         "later": {"loader": "chatterbot", "categories": ["food"], "role": "public"},

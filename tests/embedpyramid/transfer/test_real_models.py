@@ -58,8 +58,8 @@ def evaluate(config: ProjectConfig, dataset: str, raw: RawDataset) -> pl.DataFra
     return pl.concat(frames)
 
 
-def test_public_squad_against_own_chatterbot_with_both_models(write_configs):
-    config = load_config(write_configs(datasets={
+def test_public_squad_against_own_chatterbot_with_both_models(write_configs, two_real_models):
+    config = load_config(write_configs(models=two_real_models, datasets={
         "squad-mini": {"loader": "squad", "path": str(SQUAD), "role": "public", "confirmatory_metric": "Recall@1",
                        "reference": [{"model": "minilm-l6", "metric": "Recall@1", "value": 1.0, "tolerance": 0.0,
                                       "source": "test fixture: not a published number"}]},

@@ -11,12 +11,13 @@ def test_defaults_follow_trec_eval_and_serialise_to_json() -> None:
         "gain": "linear",
         "relevance_threshold": 1,
         "drop_self_hits": False,
+        "ties": "expected",
     }
     assert json.loads(json.dumps(conventions.as_dict())) == conventions.as_dict()
 
 
 def test_as_dict_records_every_setting() -> None:
-    conventions = MetricConventions(gain="exponential", relevance_threshold=2, drop_self_hits=True)
+    conventions = MetricConventions(gain="exponential", relevance_threshold=2, drop_self_hits=True, ties="trec_eval")
     assert MetricConventions(**conventions.as_dict()) == conventions  # type: ignore[arg-type]
 
 
@@ -28,6 +29,7 @@ def test_as_dict_records_every_setting() -> None:
         ({"relevance_threshold": 1.5}, "integer >= 1.*got 1.5"),
         ({"relevance_threshold": True}, "integer >= 1.*got True"),
         ({"drop_self_hits": "yes"}, "True or False.*'yes'"),
+        ({"ties": "random"}, "'random'.*expected, trec_eval, doc_id"),
     ],
 )
 def test_invalid_settings_raise_with_allowed_values(settings: dict, message: str) -> None:

@@ -103,14 +103,72 @@ def test_queries_with_positives_but_nothing_retrieved_score_zero() -> None:
     assert values(result, "q2") == {str(m): 0.0 for m in every_measure}
 
 
-def test_score_ties_are_broken_by_doc_id_whatever_the_rank_column_says() -> None:
-    # rank column: b=1, a=2, c=3; scores tie between a and b -> order is a, b, c
+@pytest.mark.parametrize(
+    ("ties", "expected"),
+    [
+        # rank column: b=1, a=2, c=3; scores tie between a and b, c outranks both.
+        ("doc_id", {"P@2": 0.5, "MRR@3": 0.5, "Hit@2": 1.0, "Hit@1": 0.0}),  # c, a, b
+        ("trec_eval", {"P@2": 0.0, "MRR@3": 1 / 3, "Hit@2": 0.0, "Hit@1": 0.0}),  # c, b, a
+        # a is at rank 2 or 3 with probability 1/2 each.
+        ("expected", {"P@2": 0.25, "MRR@3": (1 / 2 + 1 / 3) / 2, "Hit@2": 0.5, "Hit@1": 0.0}),
+    ],
+)
+def test_score_ties_follow_the_rule_whatever_the_rank_column_says(ties: str, expected: dict) -> None:
     run = make_run([("q", "b", 0.5), ("q", "a", 0.5), ("q", "c", 0.9)])
     qrels = make_qrels([("q", "a", 1)])
-    result = values(evaluate_run(run, qrels, measures("P@2", "MRR@3", "Hit@2", "Hit@1")), "q")
-    # by score then doc_id: c (0.9), a (0.5), b (0.5): a is at rank 2
-    # P@2 = 1/2, MRR@3 = 1/2, Hit@2 = 1; Hit@1 = 0 (c outranks the tie although its rank is 3)
-    assert result == {"P@2": 0.5, "MRR@3": 0.5, "Hit@2": 1.0, "Hit@1": 0.0}
+    result = evaluate_run(run, qrels, measures("P@2", "MRR@3", "Hit@2", "Hit@1"), MetricConventions(ties=ties))
+    assert values(result, "q") == pytest.approx(expected, abs=1e-15)
+    # The tie group {a, b} holds ranks 2 and 3: it straddles k = 2 (not 1 or 3).
+    assert result.tied_queries == {"q": 1}
+
+
+def test_expected_values_over_a_tie_group_by_hand() -> None:
+    # Five documents, all tied; two relevant (grades 2 and 1) and one judged non-relevant.
+    run = make_run([("q", d, 1.0) for d in "abcde"])
+    qrels = make_qrels([("q", "a", 2), ("q", "b", 1), ("q", "c", 0)])
+    result = values(
+        evaluate_run(
+            run, qrels,
+            measures("P@2", "Recall@2", "Hit@2", "MRR@5", "MAP@2", "nDCG@2", "CompleteEvidence@3", "Judged@2"),
+        ),
+        "q",
+    )
+    discount = 1 + 1 / LOG2_3
+    assert result == pytest.approx(
+        {
+            "P@2": 2 / 5,  # each rank holds a relevant document with probability 2/5
+            "Recall@2": 2 / 5,  # 0.8 expected relevant documents of R = 2
+            "Hit@2": 1 - (3 / 5) * (2 / 4),  # 1 - P(neither of the first two is relevant)
+            # first relevant at rank 1..4 with probability 2/5, 3/10, 1/5, 1/10
+            "MRR@5": 2 / 5 + 3 / 10 / 2 + 1 / 5 / 3 + 1 / 10 / 4,
+            # E[rel_1 * 1] = 2/5; E[rel_2 * (rel_1 + rel_2)] = 2/5 + 1 * (2 * 1)/(5 * 4)
+            "MAP@2": (2 / 5 + (2 / 5 + 1 / 10) / 2) / 2,
+            "nDCG@2": (3 / 5) * discount / (2 + 1 / LOG2_3),  # expected gain 3/5 at each rank
+            "CompleteEvidence@3": 3 / 10,  # C(3, 2) / C(5, 2)
+            "Judged@2": 3 / 5,
+        },
+        abs=1e-12,
+    )
+
+
+def test_aliases_are_computed_once_and_reported() -> None:
+    run = make_run([("q1", "a", 0.9), ("q1", "x", 0.8), ("q2", "y", 0.9), ("q2", "b", 0.8)])
+    qrels = make_qrels([("q1", "a", 1), ("q2", "b", 1)])
+    every = measures("Recall@1", "Hit@1", "MRR@1", "MAP@1", "nDCG@1", "P@1", "Recall@2", "Hit@2", "MAP@2", "MRR@2",
+                     "RPrec", "MRR", "P@2", "Judged@2")
+    result = evaluate_run(run, qrels, every)
+    # Binary grades, one relevant document per query, two documents retrieved per query.
+    assert result.aliases == {
+        "Hit@1": "Recall@1", "MRR@1": "Recall@1", "MAP@1": "Recall@1", "nDCG@1": "Recall@1", "P@1": "Recall@1",
+        "RPrec": "Recall@1", "Hit@2": "Recall@2", "MRR@2": "MAP@2", "MRR": "MAP@2", "Judged@2": "P@2",
+    }
+    for alias, canonical in result.aliases.items():
+        assert values(result, "q2")[alias] == values(result, "q2")[canonical]
+    # Graded (q1 has grades 2 and 1), two relevant documents for q1, a judged non-relevant one
+    # for q2: only the rules that hold for every ranking remain, plus the uncut MRR at the
+    # run's depth of 2.
+    graded = evaluate_run(run, make_qrels([("q1", "a", 2), ("q1", "x", 1), ("q2", "b", 1), ("q2", "y", 0)]), every)
+    assert graded.aliases == {"MRR@1": "Hit@1", "P@1": "Hit@1", "MAP@1": "Recall@1", "MRR": "MRR@2"}
 
 
 def test_depth_shorter_than_k() -> None:

@@ -66,12 +66,19 @@ def test_constructor_rejects_non_canonical_name() -> None:
         Measure("ndcg", 10)
 
 
-def test_default_measures_cover_every_name_at_every_k_plus_rprec() -> None:
+def test_default_measures_cover_every_name_at_every_k_plus_rprec_and_uncut_mrr() -> None:
     measures = default_measures([10, 1, 10])
     assert [str(m) for m in measures] == [
         "Recall@1", "Recall@10", "Hit@1", "Hit@10", "MRR@1", "MRR@10",
-        "MAP@1", "MAP@10", "nDCG@1", "nDCG@10", "P@1", "P@10", "RPrec",
+        "MAP@1", "MAP@10", "nDCG@1", "nDCG@10", "P@1", "P@10",
+        "CompleteEvidence@1", "CompleteEvidence@10", "Judged@1", "Judged@10", "RPrec", "MRR",
     ]  # fmt: skip
+
+
+def test_mrr_alone_is_the_uncut_reciprocal_rank() -> None:
+    assert parse_measure("MRR") == Measure("MRR") and str(Measure("MRR")) == "MRR"
+    assert parse_measure("judged@5") == Measure("Judged", 5)
+    assert parse_measure("completeevidence@3") == Measure("CompleteEvidence", 3)
 
 
 def test_default_measures_reject_empty_and_non_positive_k() -> None:

@@ -15,5 +15,5 @@ def test_r_precision() -> None:
 def test_r_beyond_the_retrieved_depth() -> None:
     # R = 5 on 4 retrieved ranks holding 2 relevant: 2/5
     np.testing.assert_allclose(r_precision(RELEVANT[:1], np.array([5])), [0.4])
-    empty = np.zeros((2, 0), dtype=bool)
-    np.testing.assert_array_equal(r_precision(empty, np.array([1, 3])), [0.0, 0.0])
+    # Expected relevance under ties: two relevant among four tied documents, R = 2 -> 1/2.
+    np.testing.assert_allclose(r_precision(np.full((1, 4), 0.5), np.array([2])), [0.5])

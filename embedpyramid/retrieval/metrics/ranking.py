@@ -1,0 +1,268 @@
+"""A run's ranking against its qrels, as per-rank expectations under the tie rule.
+
+Documents with equal scores form a *tie group*. Under the ``trec_eval`` and ``doc_id`` rules a
+group is put in a fixed order (doc_id descending or ascending) and every document is its own
+group of one. Under ``expected`` (McSherry & Najork, "Computing information retrieval
+performance measures efficiently in the presence of tied scores", ECIR 2008) every order of a
+group is equally likely, and each measure is its expected value over those orders. Take a
+group of ``n`` documents holding ranks ``s+1 .. s+n``, ``r`` of them relevant (grade >=
+threshold), ``j`` judged, with gains summing to ``g``; ``R_before`` relevant documents rank above
+it and ``R`` are relevant in all. At its ``t``-th rank (``t = 1..n``):
+
+* ``E[gain] = g / n``, ``P(relevant) = r / n``, ``P(judged) = j / n`` — so DCG, P, Recall,
+  Judged and RPrec, linear in the ranks, are their values with these expectations;
+* ``E[rel_i * #relevant at ranks <= i] = (r/n) (1 + R_before) + (t - 1) r (r - 1) / (n (n - 1))``
+  — two distinct ranks of one group are both relevant with probability ``r(r-1)/(n(n-1))``;
+  AP@k is ``(1/R) sum_{i<=k} (this) / i``;
+* ``P(no relevant at ranks <= i) = [R_before = 0] C(n - r, t) / C(n, t)`` — Hit@k is one minus
+  it at k, and RR@k is ``sum_{i<=k} (P(none by i-1) - P(none by i)) / i``;
+* ``P(every relevant document at ranks <= i) = [R_before + r = R] C(t, r) / C(n, r)`` —
+  CompleteEvidence@k is its value at k.
+
+A group of one gives back the deterministic values exactly (0 or 1, the usual cumulative
+counts), so one code path serves all three rules. The ratios of binomial coefficients are
+computed from log-gamma; a group whose ranks reach past the run's depth (the random-ranking
+floor's single group of the whole corpus) needs nothing else.
+
+Per query the number of tie groups (two or more documents with one score) that straddle a cutoff
+(a measure's k, or R for RPrec) is recorded: those are the queries whose numbers the rule decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from scipy.special import gammaln
+
+from embedpyramid.retrieval.metrics.conventions import MetricConventions
+from embedpyramid.retrieval.metrics.ndcg import graded_gain
+
+
+@dataclass(frozen=True, eq=False)
+class JudgedRanking:
+    """Row q is the q-th evaluated query, columns ranks 1..width (width >= 1).
+
+    ``gains``, ``relevant`` and ``judged`` are the expected gain, P(relevant) and P(judged) at
+    each rank (0 past the last retrieved document); ``relevant_pairs`` is
+    E[rel_i * #relevant at ranks <= i]; ``missed`` is P(no relevant document at ranks <= i) and
+    ``found_all`` P(every relevant document at ranks <= i), both carried past the last
+    retrieved document. ``n_relevant`` is R per query (all >= 1); ``ideal_gains`` the judged
+    gains sorted descending; ``retrieved`` the number of retrieved documents per query.
+    """
+
+    gains: np.ndarray
+    relevant: np.ndarray
+    judged: np.ndarray
+    relevant_pairs: np.ndarray
+    missed: np.ndarray
+    found_all: np.ndarray
+    n_relevant: np.ndarray
+    ideal_gains: np.ndarray
+    retrieved: np.ndarray
+
+    @property
+    def width(self) -> int:
+        return int(self.gains.shape[1])
+
+
+@dataclass(frozen=True, eq=False)
+class TieGroups:
+    """Tie groups as parallel arrays, one entry per group, ordered by query then rank."""
+
+    query: np.ndarray
+    start: np.ndarray  # 0-based rank of the group's first document
+    size: np.ndarray
+    relevant: np.ndarray
+    gain: np.ndarray
+    judged: np.ndarray
+
+
+def judged_qrels(qrels: pl.DataFrame, evaluated: Sequence[str]) -> pl.DataFrame:
+    """query_index, doc_id, relevance of the evaluated queries' qrels (query_index = position in
+    ``evaluated``)."""
+    index = _query_index(evaluated)
+    return qrels.select("query_id", "doc_id", "relevance").join(index, on="query_id").select(
+        "query_index", "query_id", "doc_id", "relevance"
+    )
+
+
+def judged_ranking(
+    run: pl.DataFrame,
+    judged: pl.DataFrame,
+    evaluated: Sequence[str],
+    conventions: MetricConventions,
+    *,
+    depth: int,
+    ideal_depth: int,
+) -> tuple[JudgedRanking, TieGroups]:
+    """The ranking of the evaluated queries to ``depth`` ranks, and the run's score-tie groups.
+
+    ``run`` has query_id, doc_id, score; ``judged`` is :func:`judged_qrels` of the evaluated
+    queries.
+    """
+    n_queries = len(evaluated)
+    judged_query = judged["query_index"].to_numpy()
+    judged_grade = judged["relevance"].to_numpy()
+    n_relevant = np.bincount(
+        judged_query[judged_grade >= conventions.relevance_threshold], minlength=n_queries
+    )
+    ideal = ideal_gains(judged_query, graded_gain(judged_grade, conventions.gain), n_queries, ideal_depth)
+
+    retrieved = run.select("query_id", "doc_id", "score").join(_query_index(evaluated), on="query_id")
+    if conventions.drop_self_hits:
+        retrieved = retrieved.filter(pl.col("doc_id") != pl.col("query_id"))
+    descending_id = conventions.ties == "trec_eval"
+    ordered = (
+        retrieved.sort("query_index", "score", "doc_id", descending=[False, True, descending_id])
+        .join(judged.select("query_id", "doc_id", "relevance"), on=["query_id", "doc_id"], how="left")
+        .select("query_index", "score", "relevance")
+    )
+    query = ordered["query_index"].to_numpy()
+    grade = ordered["relevance"].fill_null(0).to_numpy()
+    is_judged = ordered["relevance"].is_not_null().to_numpy()
+    tied = _tie_groups(query, ordered["score"].to_numpy(), grade, is_judged, conventions)
+    groups = tied if conventions.ties == "expected" else _singletons(query, grade, is_judged, conventions)
+    counts = np.bincount(query, minlength=n_queries)
+    width = max(1, min(depth, int(counts.max(initial=0))))
+    ranking = ranking_from_groups(groups, n_relevant, ideal, counts, width)
+    return ranking, tied
+
+
+def ranking_from_groups(
+    groups: TieGroups, n_relevant: np.ndarray, ideal: np.ndarray, retrieved: np.ndarray, width: int
+) -> JudgedRanking:
+    """Expand tie groups into the per-rank expectations of :class:`JudgedRanking`."""
+    n_queries = n_relevant.shape[0]
+    # One entry per (group, rank within the group) inside the first ``width`` ranks.
+    shown = np.clip(np.minimum(groups.size, width - groups.start), 0, None)
+    member = np.repeat(np.arange(groups.size.shape[0]), shown)
+    offset = np.arange(member.shape[0]) - np.repeat(np.cumsum(shown) - shown, shown) + 1  # t, 1-based
+    query = groups.query[member]
+    rank = groups.start[member] + offset - 1
+    size = groups.size[member].astype(np.float64)
+    relevant = groups.relevant[member].astype(np.float64)
+    before = _relevant_before(groups)[member]
+
+    p_relevant = relevant / size
+    with np.errstate(divide="ignore", invalid="ignore"):
+        both = np.where(size > 1, relevant * (relevant - 1) / (size * (size - 1)), 0.0)
+    pairs = p_relevant * (1.0 + before) + (offset - 1) * both
+    missed = np.where(before == 0, _none_in_first(size, relevant, offset), 0.0)
+    found_all = np.where(before + relevant == n_relevant[query], _all_in_first(size, relevant, offset), 0.0)
+
+    def matrix(values: np.ndarray) -> np.ndarray:
+        dense = np.zeros((n_queries, width))
+        dense[query, rank] = values
+        return dense
+
+    last = np.clip(np.minimum(retrieved, width) - 1, 0, None)
+    carry = np.minimum(np.arange(width)[None, :], last[:, None])
+    nothing = (retrieved == 0)[:, None]
+
+    def carried(values: np.ndarray, when_nothing: float) -> np.ndarray:
+        return np.where(nothing, when_nothing, np.take_along_axis(matrix(values), carry, axis=1))
+
+    return JudgedRanking(
+        gains=matrix(groups.gain[member] / size),
+        relevant=matrix(p_relevant),
+        judged=matrix(groups.judged[member] / size),
+        relevant_pairs=matrix(pairs),
+        missed=carried(missed, 1.0),
+        found_all=carried(found_all, 0.0),
+        n_relevant=n_relevant,
+        ideal_gains=ideal,
+        retrieved=retrieved,
+    )
+
+
+def straddling_groups(
+    groups: TieGroups, cutoffs: Sequence[int], n_queries: int, n_relevant: np.ndarray | None = None
+) -> np.ndarray:
+    """Per query, the number of tie groups of two or more documents that hold both rank k and
+    rank k + 1 for some cutoff k in ``cutoffs`` (or k = R of the query, given ``n_relevant``)."""
+    start, end = groups.start, groups.start + groups.size  # ranks start+1 .. end
+    straddles = np.zeros(groups.size.shape[0], dtype=bool)
+    for cutoff in cutoffs:
+        straddles |= (start < cutoff) & (cutoff < end)
+    if n_relevant is not None:
+        at_r = n_relevant[groups.query]
+        straddles |= (start < at_r) & (at_r < end)
+    straddles &= groups.size > 1
+    return np.bincount(groups.query[straddles], minlength=n_queries)
+
+
+def _query_index(evaluated: Sequence[str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"query_id": list(evaluated), "query_index": np.arange(len(evaluated), dtype=np.int64)},
+        schema={"query_id": pl.String, "query_index": pl.Int64},
+    )
+
+
+def _tie_groups(
+    query: np.ndarray, score: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, conventions: MetricConventions
+) -> TieGroups:
+    """Runs of equal scores within a query (rows sorted by query, then score descending)."""
+    if query.size == 0:
+        return _singletons(query, grade, is_judged, conventions)
+    new = np.ones(query.size, dtype=bool)
+    new[1:] = (query[1:] != query[:-1]) | (score[1:] != score[:-1])
+    return _aggregate(np.cumsum(new) - 1, query, grade, is_judged, conventions)
+
+
+def _singletons(
+    query: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, conventions: MetricConventions
+) -> TieGroups:
+    return _aggregate(np.arange(query.size), query, grade, is_judged, conventions)
+
+
+def _aggregate(
+    group: np.ndarray, query: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, conventions: MetricConventions
+) -> TieGroups:
+    n_groups = int(group.max(initial=-1)) + 1
+    first = np.searchsorted(group, np.arange(n_groups))
+    position = np.arange(query.size) - np.searchsorted(query, query, side="left")
+    return TieGroups(
+        query=query[first],
+        start=position[first],
+        size=np.bincount(group, minlength=n_groups),
+        relevant=np.bincount(group, weights=grade >= conventions.relevance_threshold, minlength=n_groups),
+        gain=np.bincount(group, weights=graded_gain(grade, conventions.gain), minlength=n_groups),
+        judged=np.bincount(group, weights=is_judged, minlength=n_groups),
+    )
+
+
+def _relevant_before(groups: TieGroups) -> np.ndarray:
+    """Relevant documents in the earlier groups of the same query."""
+    total = np.cumsum(groups.relevant) - groups.relevant
+    first_of_query = np.searchsorted(groups.query, groups.query, side="left")
+    return total - total[first_of_query]
+
+
+def _none_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """C(n - r, t) / C(n, t): no relevant document among the first t of a random order."""
+    possible = t <= n - r
+    safe = np.where(possible, n - r - t, 0.0)
+    log = gammaln(n - r + 1) - gammaln(safe + 1) - gammaln(n + 1) + gammaln(n - t + 1)
+    return np.where(r == 0, 1.0, np.where(possible, np.exp(log), 0.0))
+
+
+def _all_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """C(t, r) / C(n, r): every relevant document among the first t of a random order."""
+    possible = t >= r
+    safe = np.where(possible, t - r, 0.0)
+    log = gammaln(t + 1) - gammaln(safe + 1) - gammaln(n + 1) + gammaln(n - r + 1)
+    return np.where((r == 0) | (t == n), 1.0, np.where(possible, np.exp(log), 0.0))
+
+
+def ideal_gains(judged_query: np.ndarray, judged_gain: np.ndarray, n_queries: int, depth: int) -> np.ndarray:
+    """[n_queries, depth] each query's judged gains sorted descending, zero-padded."""
+    order = np.lexsort((-judged_gain, judged_query))
+    query = judged_query[order]
+    rank = np.arange(query.size) - np.searchsorted(query, query, side="left")
+    kept = rank < depth
+    ideal = np.zeros((n_queries, depth))
+    ideal[query[kept], rank[kept]] = judged_gain[order][kept]
+    return ideal
