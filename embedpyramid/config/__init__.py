@@ -9,12 +9,16 @@ the defaults. Every validation error names the file, the key and what is allowed
 from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError
 from embedpyramid.config.datasets import AnyDataset, BeirDataset, ChatterbotDataset, load_datasets
 from embedpyramid.config.models import (
+    ApiSettings,
+    BedrockSource,
+    HttpSource,
     HubSource,
     ModelCard,
     PackageSource,
     PathSource,
     ResolvedModel,
     RunSettings,
+    Similarity,
     load_models,
     resolve_source,
 )
@@ -25,10 +29,13 @@ __all__ = [
     "SAFE_NAME",
     "SAFE_NAME_HELP",
     "AnyDataset",
+    "ApiSettings",
+    "BedrockSource",
     "BeirDataset",
     "ChatterbotDataset",
     "ComparisonConfig",
     "ConfigError",
+    "HttpSource",
     "HubSource",
     "ModelCard",
     "PackageSource",
@@ -38,6 +45,7 @@ __all__ = [
     "ResolvedModel",
     "RunSettings",
     "SearchSettings",
+    "Similarity",
     "load_config",
     "load_datasets",
     "load_models",

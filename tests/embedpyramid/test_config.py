@@ -28,8 +28,10 @@ def test_default_configs_load_two_models_on_different_backends(write_configs):
         ("dimension", 128, True),
         ("max_tokens", 128, True),
         ("truncation_side", "left", True),
+        ("similarity", "l2", True),
+        ("similarity", "cosine", False),  # the default of a card that normalizes
         ("run", {"batch_size": 7}, False),
-        ("run", {"batch_size": 64, "threads": 1, "device": "cpu"}, False),
+        ("run", {"batch_size": 64, "threads": 1, "device": "cpu", "shard_size": 16, "price_per_device_hour": 2.5}, False),
     ],
 )
 def test_card_hash_covers_exactly_the_fields_that_change_vectors(write_configs, default_models, field, value, changes_vectors):
@@ -118,3 +120,53 @@ def test_comparison_baseline_and_report_metric_are_checked(write_configs, defaul
     assert settings.baseline == config.models["use-m3"].key and settings.seed == 3
     assert settings.slice_columns == ("category",) and settings.group_column is None
     assert load_config(write_configs("d", protocol={**protocol, "comparison": {}})).baseline.name == "minilm-l6"
+
+
+def test_similarity_defaults_to_cosine_for_normalizing_cards_and_inner_product_otherwise(write_configs, default_models):
+    minilm = default_models["minilm-l6"]
+    config = load_config(write_configs(models={
+        "unit": minilm, "raw": {**minilm, "normalize": False}, "euclid": {**minilm, "normalize": False, "similarity": "l2"}}))
+    assert {name: m.similarity for name, m in config.models.items()} == {
+        "unit": "cosine", "raw": "inner_product", "euclid": "l2"}
+    assert config.models["euclid"].hashed_fields()["similarity"] == "l2"
+
+
+REMOTE = {
+    "http": {"backend": "http", "source": {"url": "https://api.example.com/v1/embeddings", "model": "embed-small",
+                                           "dimensions": 256},
+             "api": {"key_env": "EXAMPLE_KEY", "requests_per_minute": 500, "price_per_million_tokens": 0.02}},
+    "titan": {"backend": "bedrock", "source": {"bedrock": "amazon.titan-embed-text-v2:0", "region": "eu-west-1"}},
+}
+
+
+def test_remote_cards_hash_the_endpoint_and_model_not_the_key_price_or_rate(write_configs):
+    config = load_config(write_configs("a", models=REMOTE))
+    http = config.models["http"]
+    assert http.is_remote and http.source_path is None
+    assert http.hashed_fields()["source"] == {"url": "https://api.example.com/v1/embeddings", "model": "embed-small",
+                                              "dimensions": 256}
+    cheaper = {**REMOTE, "http": {**REMOTE["http"], "api": {"key_env": "OTHER_KEY", "price_per_million_tokens": 0.01}}}
+    assert load_config(write_configs("b", models=cheaper)).models["http"].card_hash == http.card_hash
+    other = {**REMOTE, "http": {**REMOTE["http"], "source": {**REMOTE["http"]["source"], "dimensions": 512}}}
+    assert load_config(write_configs("c", models=other)).models["http"].card_hash != http.card_hash
+
+
+@pytest.mark.parametrize(("card", "message"), [
+    ({"backend": "http", "source": {"url": "https://u:pw@api.example.com/v1/embeddings", "model": "m"}},
+     r"models\.x\.source\.HttpSource\.url.*without credentials, query or fragment"),
+    ({"backend": "http", "source": {"url": "https://api.example.com/v1/embeddings?key=abc", "model": "m"}},
+     r"put the key in api\.key_env"),
+    ({"backend": "http", "source": {"bedrock": "amazon.titan-embed-text-v2:0", "region": "us-east-1"}},
+     r"backend 'http' needs source: \{url: \.\.\., model: \.\.\.\}"),
+    ({"backend": "bedrock", "source": {"bedrock": "m", "region": "us-east-1"}, "api": {"key_env": "AWS_KEY"}},
+     r"boto3's credential chain"),
+    ({"backend": "http", "source": {"url": "https://api.example.com/v1/embeddings", "model": "m"}, "pooling": "mean"},
+     r"remote model that pools, truncates and picks its dtype itself"),
+    ({"backend": "entry-point", "entry_point": "toy_encoders:CharacterNgrams", "api": {"key_env": "K"}},
+     r"api: settings are for backends http, bedrock"),
+    ({"backend": "http", "source": {"url": "https://api.example.com/v1/embeddings", "model": "m"},
+      "api": {"key_env": "not a name"}}, r"models\.x\.api\.key_env"),
+])
+def test_bad_remote_cards_name_the_key(write_configs, card, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write_configs(models={"x": card}))
