@@ -12,11 +12,14 @@ from embedpyramid.config.base import ConfigError, Strict, format_validation, nam
 
 class DatasetEntry(Strict):
     """What every dataset entry declares, whatever its loader: query fields to slice by, whether
-    queries are also documents (self-hits are dropped), and the resampling group column."""
+    queries are also documents (self-hits are dropped), the resampling group column, and what
+    to do with empty texts: ``keep`` (encoded as the empty string and listed in the manifest),
+    ``drop`` (removed with the qrels that name them, all listed) or ``error``."""
 
     slices: list[str] = Field(default_factory=list)
     drop_self_hits: bool = False
     group_column: str | None = None
+    empty_texts: Literal["keep", "drop", "error"] = "keep"
 
 
 class ChatterbotDataset(DatasetEntry):

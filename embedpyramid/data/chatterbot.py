@@ -68,8 +68,13 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
                 continue
             question, answer = (str(turn).strip() for turn in conversation[:2])
             if not question or not answer:
-                skipped.append(f"{path.name} conversation {index}: empty question or answer")
-                continue
+                where = f"{path.name} conversation {index}: empty {'question' if not question else 'answer'}"
+                if spec.empty_texts == "error":
+                    raise DataError(f"{folder / where}; set empty_texts: keep (encode it as the empty string) "
+                                    "or drop in datasets.yaml")
+                if spec.empty_texts == "drop":
+                    skipped.append(f"{where}: dropped with its qrel (empty_texts: drop)")
+                    continue
             query_id, doc_id = _stable_id("q", question), _stable_id("d", answer)
             queries.setdefault(query_id, {"query_id": query_id, "text": question, "category": category})
             documents.setdefault(doc_id, answer)
@@ -88,5 +93,5 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
     if not pairs:
         raise DataError(f"{folder}: no usable conversations in {', '.join(p.name for p in files)}")
     source = {"loader": "chatterbot", "language": spec.language, "files": [p.name for p in files],
-              "skipped_conversations": skipped}
+              "skipped_conversations": skipped, "empty_texts": {"policy": spec.empty_texts}}
     return RawDataset(corpus, select_query_columns(query_table, spec.slices, spec.group_column, "chatterbot"), qrels, source)
