@@ -44,7 +44,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 
 
 @dg.asset(
-    deps=["retrieval_metrics", "comparisons"],
+    deps=["retrieval_metrics", "comparisons", "efficiency"],
     group_name="summary",
     code_version="2",
     kinds={"duckdb"},
@@ -58,7 +58,8 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     if missing:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
     path = build_results_db(store.results_db, partitions, {
-        name: store.comparisons_dir / f"{name}.parquet" for name in ("comparisons", "regressions")})
+        name: store.comparisons_dir / f"{name}.parquet" for name in ("comparisons", "regressions")},
+        quality_metric=project.config.protocol.comparison.report_metric)
     wide = read_leaderboard(path).pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
     return dg.MaterializeResult(
         metadata={

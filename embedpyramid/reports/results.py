@@ -10,8 +10,10 @@ self-contained (the rows are copied in). It exposes the views
 
 plus ``models(model, name, card_hash, card)``, ``conventions(dataset, model, system, conventions)``
 and ``comparisons`` and ``regressions`` (the paired statistics of :mod:`embedpyramid.stats.compare`;
-empty until two models are evaluated on a dataset). ``model`` is always the partition key
-(``name@hash7``), so two cards never share a row.
+empty until two models are evaluated on a dataset), and ``efficiency`` (one row per (model,
+dataset), :data:`embedpyramid.efficiency.EFFICIENCY_SCHEMA`, joined to the leaderboard: its
+``quality_metric`` and ``quality``, the exact run's mean). ``model`` is always the partition
+key (``name@hash7``), so two cards never share a row.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Literal
 import duckdb
 import polars as pl
 
+from embedpyramid.efficiency import efficiency_frame
 from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import write_with
 
@@ -43,6 +46,7 @@ class EvaluatedPartition:
     run_path: Path
     qrels_path: Path
     conventions: dict[str, Any]
+    efficiency_path: Path | None = None
 
 
 def _literal(value: object) -> str:
@@ -50,11 +54,13 @@ def _literal(value: object) -> str:
 
 
 def build_results_db(
-    target: Path, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, Path] | None = None
+    target: Path, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, Path] | None = None,
+    *, quality_metric: str = "nDCG@10",
 ) -> Path:
     """Write the results database atomically; an empty ``partitions`` is an error.
 
-    ``extra_tables`` maps view names to Parquet files copied in as they are.
+    ``extra_tables`` maps view names to Parquet files copied in as they are; ``quality_metric``
+    is the leaderboard metric the ``efficiency`` view shows beside the costs.
     """
     if not partitions:
         raise ValueError("no evaluated partitions to summarize: materialize retrieval_metrics first")
@@ -92,6 +98,18 @@ def build_results_db(
             con.execute(
                 "CREATE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
                 "count(*) AS n FROM t_per_query_metrics GROUP BY ALL"
+            )
+            efficiency = [p.efficiency_path for p in partitions if p.efficiency_path is not None]
+            if efficiency:
+                con.execute("CREATE TABLE t_efficiency AS SELECT * FROM read_parquet("
+                            f"[{', '.join(_literal(path) for path in efficiency)}], union_by_name = true)")
+            else:
+                con.register("no_efficiency", efficiency_frame([]).to_arrow())
+                con.execute("CREATE TABLE t_efficiency AS SELECT * FROM no_efficiency")
+            con.execute(
+                f"CREATE VIEW efficiency AS SELECT e.*, {_literal(quality_metric)} AS quality_metric, l.mean AS quality "
+                "FROM t_efficiency e LEFT JOIN leaderboard l ON l.dataset = e.dataset AND l.model = e.model "
+                f"AND l.system = 'exact' AND l.metric = {_literal(quality_metric)}"
             )
 
     return write_with(write, target)
