@@ -4,8 +4,8 @@ request accounting, and the checks that turn a malformed answer into an error.
 Each text's vector is cached under the sha256 of (backend, source identity, text sent): a rerun
 — or another card that only changes a ranking setting — asks the API nothing again. The cache
 files of one answer are written by a few threads while the next request is under way (file
-creation, not the API, is the slow part on a busy disk); every write has finished when
-``encode`` returns. A malformed or partial answer is an
+creation, not the API, is the slow part on a busy disk); :meth:`RemoteEncoder.flush` waits for
+them, and the single pass calls it before it writes a shard. A malformed or partial answer is an
 :class:`~embedpyramid.encode.base.EncodeError` naming the request; no vector of that request is
 kept or cached, and nothing is ever replaced by zeros.
 """
@@ -97,6 +97,7 @@ class RemoteEncoder:
         self.limiter = RateLimiter(self.api.requests_per_minute)
         self.cache: ResponseCache | None = None
         self._writers: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []
         self.usage = ApiUsage()
         self.description: dict[str, Any] = {
             "modules": [f"{card.backend}:{model.source_identity.get('model') or model.source_identity.get('bedrock')}"],
@@ -127,20 +128,21 @@ class RemoteEncoder:
                     self.usage.texts_cached += 1
                     self._count_tokens(entry["tokens"])
         missing = [position for position, row in enumerate(rows) if row is None]
-        writes: list[Future[None]] = []
-        try:
-            self._request_missing(sent, keys, rows, missing, writes)
-        finally:
-            for write in writes:
-                write.result()
+        self._request_missing(sent, keys, rows, missing)
         dims = {len(row) for row in rows if row is not None}
         if len(dims) > 1:
             raise EncodeError(f"model card {self.name!r}: the API returned vectors of dimensions {sorted(dims)}; "
                               "a card's vectors must share one dimension (set source.dimensions)")
         return np.stack(rows) if rows else np.zeros((0, 0), np.float32)  # type: ignore[arg-type]
 
-    def _request_missing(self, sent: list[str], keys: list[str], rows: list[np.ndarray | None], missing: list[int],
-                         writes: list[Future[None]]) -> None:
+    def flush(self) -> None:
+        """Wait until every answer so far is in the cache (a failed write raises here)."""
+        pending, self._pending = self._pending, []
+        for write in pending:
+            write.result()
+
+    def _request_missing(self, sent: list[str], keys: list[str], rows: list[np.ndarray | None],
+                         missing: list[int]) -> None:
         for start in range(0, len(missing), self.request_size):
             chunk = missing[start : start + self.request_size]
             self.usage.requests += 1
@@ -157,8 +159,8 @@ class RemoteEncoder:
                 self._count_tokens(tokens)
                 if self.cache is not None and self._writers is not None:
                     encoded = base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
-                    writes.append(self._writers.submit(self.cache.put, keys[position],
-                                                       {"vector": encoded, "tokens": tokens}))
+                    self._pending.append(self._writers.submit(self.cache.put, keys[position],
+                                                              {"vector": encoded, "tokens": tokens}))
 
     def _count_tokens(self, tokens: int | None) -> None:
         if tokens is None:

@@ -328,7 +328,11 @@ def _encode_shard(
 
     with PeakRss() as rss, thread_limit(run.threads):
         start = time.perf_counter()
-        vectors = encode_batches(stripped, shard_texts, kind, run.batch_size, batch_done)
+        try:
+            vectors = encode_batches(stripped, shard_texts, kind, run.batch_size, batch_done)
+        finally:
+            if isinstance(stripped, RemoteEncoder):
+                stripped.flush()
         seconds = time.perf_counter() - start
         threads = _threads_in_use(model)
     token_counts = stripped.token_counts(shard_texts)
