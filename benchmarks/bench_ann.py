@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+import torch  # noqa: E402, F401  (imported first, so the thread limit below applies to exact_topk's torch too)
 from faiss.contrib.evaluation import knn_intersection_measure  # noqa: E402
 
 from embedpyramid.encode import thread_limit as blas_thread_limit  # noqa: E402
