@@ -7,6 +7,7 @@ from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
 from embedpyramid.reports import markdown_table
 from embedpyramid.retrieval.level import score_run, search_embeddings, write_scored_run
+from embedpyramid.retrieval.search import search_metric
 from embedpyramid.retrieval.trec import write_trec_run
 from embedpyramid.store import write_parquet
 from pipelines.partitions import L2, group_fingerprint, model_dataset_partitions
@@ -24,15 +25,16 @@ EXACT = "exact"
     automation_condition=dg.AutomationCondition.eager(),
 )
 def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-    """Exact top-depth by a blocked torch matrix product; a long-format run plus a TREC run file."""
+    """Exact top-depth in the card's similarity, streaming the documents block by block; a
+    long-format run plus a TREC run file."""
     part = project.partition(context)
     config, store, model, frozen = part.config, part.store, part.model, part.frozen
     result = search_embeddings(
         cached_embedding_path(store, model, frozen, "query"), cached_embedding_path(store, model, frozen, "document"),
-        config.protocol.depth, config.protocol.search,
+        config.protocol.depth, config.protocol.search, search_metric(model.similarity, model.card.normalize),
     )
     run_dir = store.run_dir(part.dataset, model.key)
-    write_parquet(result.run, run_dir / f"{EXACT}.parquet")
+    write_parquet(result.table(), run_dir / f"{EXACT}.parquet")
     write_trec_run(result.run, run_dir / f"{EXACT}.trec", tag=f"{model.key}.{EXACT}")
     return dg.MaterializeResult(
         metadata={
@@ -40,6 +42,7 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
             "queries": dg.MetadataValue.int(result.n_queries),
             "documents": dg.MetadataValue.int(result.n_documents),
             "depth": dg.MetadataValue.int(config.protocol.depth),
+            "similarity": dg.MetadataValue.text(model.similarity),
             "search_seconds": dg.MetadataValue.float(result.seconds),
             "queries_per_second": dg.MetadataValue.float(result.queries_per_second),
             "path": dg.MetadataValue.path(str(run_dir / f"{EXACT}.parquet")),

@@ -39,14 +39,18 @@ def ann_asset(spec: IndexSpec) -> dg.AssetsDefinition:
         config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
         result = evaluate_serving(config, part.store, model, dataset, frozen, config.ann.spec(spec.name))
         summary = result.evaluation.summary
+        for finding in result.findings:
+            context.log.warning(finding)
         return dg.MaterializeResult(metadata={
             "factory": dg.MetadataValue.text(result.built.factory),
-            "index_path": dg.MetadataValue.path(str(result.index_path)),
-            "reused_index": dg.MetadataValue.bool(result.reused_index),
+            "metric": dg.MetadataValue.text(str(summary["index_metric"][0])),
+            "index_path": dg.MetadataValue.path(str(result.index_paths[0])),
+            "reused_index": dg.MetadataValue.bool(all(result.reused)),
             "build_seconds": dg.MetadataValue.float(result.built.build_seconds),
             "index_bytes": dg.MetadataValue.int(result.built.index_bytes),
             "peak_rss_bytes": dg.MetadataValue.int(result.built.peak_rss_bytes),
-            "seed": dg.MetadataValue.int(result.built.seed),
+            "seeds": dg.MetadataValue.json([built.seed for built in result.builds]),
+            "findings": dg.MetadataValue.json(list(result.findings)),
             "sweep": dg.MetadataValue.md(markdown_table(summary.select(FRONTIER_COLUMNS))),
             "fingerprint": dg.MetadataValue.text(
                 group_fingerprint(config, model, dataset, frozen.version, l4_group(spec.name))),

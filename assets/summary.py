@@ -52,7 +52,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 
 
 @dg.asset(
-    deps=["retrieval_metrics", "comparisons"],
+    deps=["retrieval_metrics", "comparisons", "efficiency"],
     group_name="summary",
     code_version="3",
     kinds={"duckdb"},
@@ -65,7 +65,8 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     partitions, missing = evaluated_partitions(project.config, store)
     if missing:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
-    path = build_results_db(store.results_db, partitions, results_tables(store))
+    path = build_results_db(store.results_db, partitions, results_tables(store),
+                            quality_metric=project.config.protocol.comparison.report_metric)
     wide = read_leaderboard(path).pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
     return dg.MaterializeResult(
         metadata={

@@ -18,6 +18,7 @@ at every sweep point with the config's k and batch size. Measured in the same ru
 * exact top-k throughput: the blocked torch search (:func:`embedpyramid.retrieval.search.exact_topk`)
   against ``faiss.IndexFlatIP``, all queries in one call each; target >= 0.8x.
 
+Specs take the metric of a normalizing card (inner product over the unit synthetic vectors).
 Threads default to the config's (1): with more, torch's and FAISS's OpenMP runtimes compete
 for the cores of a small machine and timings get coarse (``OMP_WAIT_POLICY=PASSIVE`` helps).
 
@@ -44,8 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+import torch  # noqa: E402, F401  (imported first, so the thread limit below applies to exact_topk's torch too)
 from faiss.contrib.evaluation import knn_intersection_measure  # noqa: E402
 
+from embedpyramid.encode import thread_limit as blas_thread_limit  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk  # noqa: E402
 from embedpyramid.serving import (  # noqa: E402
     BuiltIndex,
@@ -57,6 +60,7 @@ from embedpyramid.serving import (  # noqa: E402
     frontier,
     load_ann_config,
     qps_at_recall,
+    resolve_metric,
     search_sweep,
     thread_limit,
 )
@@ -122,12 +126,12 @@ def single_point(built: BuiltIndex, value: int | None) -> BuiltIndex:
 
 def bare_twin(built: BuiltIndex, value: int | None, cut_queries: np.ndarray,
               k: int) -> tuple[faiss.Index | faiss.IndexBinary, np.ndarray, int] | None:
-    """What bare FAISS searches for a sweep point: (index, query input, depth); None for int8.
+    """What bare FAISS searches for a sweep point: (index, query input, depth).
 
     For binary that is the Hamming stage alone, ``value`` candidates deep: context, not a twin.
     """
     spec = built.spec
-    if spec.kind == "faiss":
+    if spec.kind in ("faiss", "int8"):
         if value is not None and spec.sweep is not None:
             faiss.ParameterSpace().set_index_parameter(built.index, spec.sweep.param, value)
         return built.index, cut_queries, k
@@ -174,7 +178,7 @@ def point_row(built: BuiltIndex, point: SweepPoint, exact_indices: np.ndarray, q
               documents: np.ndarray, k: int, bare_seconds: float | None, bare_indices: object) -> dict:
     spec = built.spec
     recall = float(ann_recall_at_k(point.indices, exact_indices, queries, documents, k, spec.metric).mean())
-    is_faiss = spec.kind == "faiss" and bare_seconds is not None
+    is_faiss = spec.kind in ("faiss", "int8") and bare_seconds is not None
     return {
         "spec": spec.name, "kind": spec.kind, "factory": built.factory, "sweep_param": point.param,
         "sweep_value": point.value, "ann_recall": recall, "qps": point.qps, "p50_ms": point.p50_ms,
@@ -222,14 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     args.threads = args.threads or config.settings.threads
     k, batch_size = config.settings.k, config.settings.batch_size
     wanted = [name for name in args.specs.split(",") if name]
-    specs = [config.spec(name) for name in wanted] if wanted else list(config.specs)
+    specs = [resolve_metric(spec, "inner_product", True)[0]
+             for spec in ([config.spec(name) for name in wanted] if wanted else config.specs)]
     documents, queries = synthetic_corpus(args.docs, args.queries, args.dim, args.seed)
     print(f"L4 benchmark: {args.docs} documents x {args.dim}-d, {args.queries} queries, k={k}, "
           f"batch {batch_size}, {args.threads} threads, FAISS {faiss.__version__}")
 
     flat_ip = faiss.IndexFlatIP(args.dim)
     flat_ip.add(documents)
-    with thread_limit(args.threads, torch_threads=True):
+    with thread_limit(args.threads), blas_thread_limit(args.threads):
         torch_seconds, (_, exact_indices) = best_seconds(lambda: exact_topk(queries, documents, k), args.repeats)
         flat_seconds, _ = best_seconds(lambda: flat_ip.search(queries, k), args.repeats)
     exact_ratio = flat_seconds / torch_seconds

@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.data import frozen_dataset
+from assets.efficiency import efficiency
 from assets.embeddings import document_embeddings, query_embeddings, raw_document_embeddings, raw_query_embeddings
 from assets.geometry import norm_geometry, normalization_price
 from assets.retrieval import exact_topk, retrieval_metrics
@@ -25,7 +26,7 @@ from resources import EncoderRegistry, ProjectResource
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = [
     frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics,
-    raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price,
+    raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price, efficiency,
     comparisons, results_db,
 ]
 

@@ -9,6 +9,7 @@ import dagster as dg
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import open_frozen
+from embedpyramid.efficiency import efficiency_path
 from embedpyramid.geometry.level import l1_dir
 from embedpyramid.hashing import sha256_json
 from embedpyramid.serving.level import serving_dir
@@ -29,9 +30,11 @@ EVALUATION_CODE_VERSION = "1"
 # has one group per index spec of ann.yaml, so changing one spec recomputes only its asset
 # (and the frontier over all of them).
 L2, L1, L4_FRONTIER = "l2_retrieval", "l1_geometry", "l4_frontier"
+EFFICIENCY = "efficiency"
 STATIC_GROUPS: dict[str, list[str]] = {
     L2: ["query_embeddings", "document_embeddings", "exact_topk", "retrieval_metrics"],
     L1: ["raw_query_embeddings", "raw_document_embeddings", "norm_geometry", "normalization_price"],
+    EFFICIENCY: ["efficiency"],
 }
 
 
@@ -95,6 +98,8 @@ def group_output(store: ArtifactStore, group: str, dataset: str, model_key: str)
         return store.metrics_path(dataset, model_key, "exact")
     if group == L1:
         return l1_dir(store, dataset, model_key) / "price.parquet"
+    if group == EFFICIENCY:
+        return efficiency_path(store, dataset, model_key)
     if group == L4_FRONTIER:
         return serving_dir(store, dataset, model_key) / "frontier.parquet"
     return serving_dir(store, dataset, model_key) / group.removeprefix("l4:") / "summary.parquet"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.embeddings import ensure_encoder_pool
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
 from embedpyramid.data import dataset_version, load_configured_dataset, open_frozen, table_hashes
 from embedpyramid.store import ArtifactStore
@@ -99,6 +100,7 @@ def run_pipeline(
     model_names = _select(models, list(config.models), "models", config.directory / "models.yaml")
     dataset_names = _select(datasets, list(config.datasets), "datasets", config.directory / "datasets.yaml")
     instance = instance or open_instance(store.root)
+    ensure_encoder_pool(instance)
     apply_partition_sync(instance, config)
     defs = build_definitions(config.directory, store.root)
     assets, resources = list(defs.assets or []), dict(defs.resources or {})

@@ -26,7 +26,9 @@ from embedpyramid.config.tasks import (
 class DatasetEntry(Strict):
     """What every dataset entry declares, whatever its loader: query (or item) fields to slice
     by, whether queries are also documents (self-hits are dropped), the resampling group column,
-    the L2 task that evaluates it with, optionally, that task's settings block, its role in
+    what to do with empty texts (``keep``: encoded as the empty string and listed in the
+    manifest; ``drop``: removed with the qrels that name them, all listed; ``error``), the L2 task
+    that evaluates it with, optionally, that task's settings block, its role in
     the transfer analysis, the measure models are ranked by there (default: the protocol's
     ``report_metric``), published scores (typed under ``reference`` or imported from MTEB result
     files under ``mteb_results``), and where the gold answers of L6 come from
@@ -36,6 +38,7 @@ class DatasetEntry(Strict):
     slices: list[str] = Field(default_factory=list)
     drop_self_hits: bool = False
     group_column: str | None = None
+    empty_texts: Literal["keep", "drop", "error"] = "keep"
     task: Task = "retrieval"
     sts: StsSettings | None = None
     pair_classification: PairClassificationSettings | None = None

@@ -38,19 +38,83 @@ class HubSource(Strict):
     revision: str
 
 
+class HttpSource(Strict):
+    """An OpenAI-compatible embeddings endpoint (``POST url`` with ``{"model", "input"}``).
+
+    ``url`` is the full endpoint, e.g. ``https://api.openai.com/v1/embeddings``; ``dimensions``
+    is asked of the API (it changes the vectors, so it is hashed). Keys never go in the URL:
+    they come from the environment variable named in ``api.key_env``.
+    """
+
+    url: str
+    model: str
+    dimensions: int | None = Field(None, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _plain_url(cls, value: str) -> str:
+        if not re.match(r"https?://[^/@?#\s]+(/[^?#\s]*)?$", value):
+            raise ValueError(
+                f"url {value!r} must be an http(s) endpoint without credentials, query or fragment "
+                "(e.g. https://api.openai.com/v1/embeddings); put the key in api.key_env"
+            )
+        return value
+
+
+class BedrockSource(Strict):
+    """An Amazon Bedrock embedding model called with Titan-style requests (``inputText``)."""
+
+    bedrock: str
+    region: str
+    dimensions: int | None = Field(None, ge=1)
+
+
 class RunSettings(Strict):
-    """Settings that do not change a vector: recorded with each run, never hashed."""
+    """Settings that do not change a vector: recorded with each run, never hashed.
+
+    ``shard_size`` texts are encoded and written at a time, so a killed encode resumes from
+    its last finished shard; ``price_per_device_hour`` (optional) turns a local card's
+    device-seconds into money in the efficiency table; ``latency_queries`` queries, each
+    encoded alone ``latency_repeats`` times, give its batch-1 query latency.
+    """
 
     batch_size: int = Field(64, ge=1)
     device: str = "cpu"
     threads: int | None = Field(None, ge=1)
+    shard_size: int = Field(4096, ge=1)
+    price_per_device_hour: float | None = Field(None, ge=0)
+    latency_queries: int = Field(50, ge=1)
+    latency_repeats: int = Field(3, ge=1)
+
+
+class ApiSettings(Strict):
+    """How a remote card is called and what it costs: recorded, never hashed.
+
+    ``key_env`` names the environment variable holding the API key (sent as a bearer token;
+    never written anywhere); Bedrock uses boto3's own credential chain instead.
+    """
+
+    key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    requests_per_minute: float | None = Field(None, gt=0)
+    price_per_million_tokens: float | None = Field(None, ge=0)
+    max_attempts: int = Field(5, ge=1)
+    timeout_seconds: float = Field(60.0, gt=0)
+
+
+Similarity = Literal["inner_product", "cosine", "l2"]
+REMOTE_BACKENDS = ("http", "bedrock")
 
 
 class ModelCard(Strict):
-    """One model eval card: everything that changes a vector is part of its hash."""
+    """One model eval card: everything that changes a vector or a ranking is part of its hash.
 
-    backend: Literal["sentence-transformers", "model2vec", "entry-point"]
-    source: PackageSource | PathSource | HubSource | None = None
+    ``similarity`` is how the card's vectors are compared (exact search and every L4 index):
+    ``inner_product``, ``cosine`` or ``l2``; by default cosine when the card normalizes, else
+    the inner product.
+    """
+
+    backend: Literal["sentence-transformers", "model2vec", "entry-point", "http", "bedrock"]
+    source: PackageSource | PathSource | HubSource | HttpSource | BedrockSource | None = None
     entry_point: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     query_prompt: str = ""
@@ -61,6 +125,8 @@ class ModelCard(Strict):
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     max_tokens: int | None = Field(None, ge=1)
     truncation_side: Literal["right", "left"] = "right"
+    similarity: Similarity | None = None
+    api: ApiSettings | None = None
     run: RunSettings = Field(default_factory=RunSettings)
 
     @field_validator("entry_point")
@@ -89,7 +155,28 @@ class ModelCard(Strict):
                 raise ValueError(f"entry_point is only for backend 'entry-point', not {self.backend!r}")
         if self.backend == "model2vec" and (self.pooling != "backend" or self.dtype != "float32"):
             raise ValueError("backend 'model2vec' is a static model: leave pooling='backend' and dtype='float32'")
+        self._remote_needs()
         return self
+
+    def _remote_needs(self) -> None:
+        expected = {"http": HttpSource, "bedrock": BedrockSource}.get(self.backend)
+        if expected is None:
+            if self.api is not None:
+                raise ValueError(f"api: settings are for backends {', '.join(REMOTE_BACKENDS)}, not {self.backend!r}")
+            if isinstance(self.source, HttpSource | BedrockSource):
+                raise ValueError(f"backend {self.backend!r} takes a package, path or hub source, not a remote endpoint")
+            return
+        if not isinstance(self.source, expected):
+            shape = "{url: ..., model: ...}" if self.backend == "http" else "{bedrock: MODEL_ID, region: ...}"
+            raise ValueError(f"backend {self.backend!r} needs source: {shape}")
+        if self.pooling != "backend" or self.dtype != "float32" or self.max_tokens:
+            raise ValueError(
+                f"backend {self.backend!r} is a remote model that pools, truncates and picks its dtype itself: "
+                "leave pooling='backend', dtype='float32' and max_tokens unset"
+            )
+        if self.backend == "bedrock" and self.api is not None and self.api.key_env is not None:
+            raise ValueError("backend 'bedrock' signs requests with boto3's credential chain (AWS_PROFILE, "
+                             "AWS_ACCESS_KEY_ID, a role): drop api.key_env")
 
 
 _VECTOR_FIELDS = (
@@ -113,9 +200,20 @@ class ResolvedModel:
         """The filesystem-safe partition key, e.g. ``minilm-l6@3f2a1c9``."""
         return f"{self.name}@{self.card_hash[:7]}"
 
+    @property
+    def similarity(self) -> Similarity:
+        """How the card's vectors are compared: the card's ``similarity``, else cosine when it
+        normalizes and the inner product when it does not."""
+        return self.card.similarity or ("cosine" if self.card.normalize else "inner_product")
+
+    @property
+    def is_remote(self) -> bool:
+        return self.card.backend in REMOTE_BACKENDS
+
     def hashed_fields(self) -> dict[str, Any]:
         fields = {name: getattr(self.card, name) for name in _VECTOR_FIELDS}
         fields["source"] = self.source_identity
+        fields["similarity"] = self.similarity
         return fields
 
 
@@ -131,6 +229,8 @@ def resolve_source(directory: Path, name: str, card: ModelCard) -> tuple[Path | 
     source = card.source
     if source is None:
         return None, _entry_point_identity(directory, name, card.entry_point or "")
+    if isinstance(source, HttpSource | BedrockSource):
+        return None, source.model_dump()
     if isinstance(source, PackageSource):
         spec = find_spec(source.package)
         if spec is None or not spec.submodule_search_locations:

@@ -70,22 +70,28 @@ def load_beir(folder: Path, spec: BeirDataset) -> RawDataset:
         )
     seen: dict[str, int] = {}
     docs: list[tuple[str, str, str]] = []
+    dropped_docs: list[str] = []
     for number, record in _jsonl(corpus_path):
         doc_id = _record_id(corpus_path, number, record, seen)
         title, text = str(record.get("title") or "").strip(), str(record.get("text") or "").strip()
-        if not title and not text:
-            raise DataError(f"{corpus_path}:{number}: document {doc_id!r} has an empty title and text")
+        if not title and not text and _empty(spec, f"{corpus_path}:{number}: document {doc_id!r} has an empty title and text"):
+            dropped_docs.append(doc_id)
+            continue
         docs.append((doc_id, title, text))
     seen_queries: dict[str, int] = {}
     query_records: dict[str, dict[str, Any]] = {}
+    dropped_queries: list[str] = []
     for number, record in _jsonl(queries_path):
         query_id = _record_id(queries_path, number, record, seen_queries)
         text = str(record.get("text") or "").strip()
-        if not text:
-            raise DataError(f"{queries_path}:{number}: query {query_id!r} has an empty text")
+        if not text and _empty(spec, f"{queries_path}:{number}: query {query_id!r} has an empty text"):
+            dropped_queries.append(query_id)
+            continue
         metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
         query_records[query_id] = {**metadata, **record, "query_id": query_id, "text": text}
-    qrels = _read_qrels(judgements, query_records.keys(), seen.keys())
+    dropped_qrels: list[list[Any]] = []
+    qrels = _read_qrels(judgements, query_records.keys(), {d[0] for d in docs},
+                        dropped=(set(dropped_queries), set(dropped_docs), dropped_qrels))
     judged = sorted({query_id for query_id, _, _ in qrels})
     docs.sort()
     corpus = pa.table(
@@ -115,11 +121,26 @@ def load_beir(folder: Path, spec: BeirDataset) -> RawDataset:
         "loader": "beir", "path": str(folder), "split": spec.split,
         "unjudged_queries_dropped": len(query_records) - len(judged),
         "queries_without_slice_value": missing_values,
+        "empty_texts": {"policy": spec.empty_texts, "dropped_documents": dropped_docs,
+                        "dropped_queries": dropped_queries, "dropped_qrels": dropped_qrels},
     }
     return RawDataset(corpus, select_query_columns(query_table, spec.slices, spec.group_column, str(queries_path)), qrels_table, source)
 
 
-def _read_qrels(path: Path, query_ids: Any, doc_ids: Any) -> list[tuple[str, str, int]]:
+def _empty(spec: BeirDataset, where: str) -> bool:
+    """Whether an empty text is dropped (``empty_texts: drop``); kept ones return False, and
+    ``error`` raises naming the line."""
+    if spec.empty_texts == "error":
+        raise DataError(f"{where}; set empty_texts: keep (encode it as the empty string) or drop in datasets.yaml")
+    return spec.empty_texts == "drop"
+
+
+def _read_qrels(
+    path: Path, query_ids: Any, doc_ids: Any, *, dropped: tuple[set[str], set[str], list[list[Any]]],
+) -> list[tuple[str, str, int]]:
+    """The judgements of a split; those naming a query or document dropped for an empty text
+    go to ``dropped[2]`` as [query_id, doc_id, relevance] instead."""
+    dropped_queries, dropped_docs, dropped_qrels = dropped
     known_queries, known_docs = set(query_ids), set(doc_ids)
     rows: dict[tuple[str, str], int] = {}
     for number, line in _lines(path):
@@ -135,6 +156,9 @@ def _read_qrels(path: Path, query_ids: Any, doc_ids: Any) -> list[tuple[str, str
             relevance = int(score)
         except ValueError:
             raise DataError(f"{path}:{number}: score {score!r} is not an integer grade") from None
+        if query_id in dropped_queries or doc_id in dropped_docs:
+            dropped_qrels.append([query_id, doc_id, relevance])
+            continue
         if query_id not in known_queries:
             raise DataError(f"{path}:{number}: query id {query_id!r} is not in queries.jsonl; fix the id or add the query")
         if doc_id not in known_docs:

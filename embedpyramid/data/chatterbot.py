@@ -88,9 +88,9 @@ class Conversations:
     exchanges: list[Exchange]
     skipped: list[str]
 
-    def source(self, language: str) -> dict[str, Any]:
-        return {"loader": "chatterbot", "language": language, "files": [p.name for p in self.files],
-                "skipped_conversations": self.skipped}
+    def source(self, spec: ChatterbotDataset) -> dict[str, Any]:
+        return {"loader": "chatterbot", "language": spec.language, "files": [p.name for p in self.files],
+                "skipped_conversations": self.skipped, "empty_texts": {"policy": spec.empty_texts}}
 
     def question_categories(self) -> dict[str, tuple[str, str]]:
         """Each distinct question's id → (text, category), the first file's category winning."""
@@ -131,8 +131,13 @@ def read_conversations(spec: ChatterbotDataset) -> Conversations:
                 continue
             question, answer = (str(turn).strip() for turn in conversation[:2])
             if not question or not answer:
-                skipped.append(f"{path.name} conversation {index}: empty question or answer")
-                continue
+                where = f"{path.name} conversation {index}: empty {'question' if not question else 'answer'}"
+                if spec.empty_texts == "error":
+                    raise DataError(f"{folder / where}; set empty_texts: keep (encode it as the empty string) "
+                                    "or drop in datasets.yaml")
+                if spec.empty_texts == "drop":
+                    skipped.append(f"{where}: dropped with its qrel (empty_texts: drop)")
+                    continue
             exchanges.append(Exchange(question, answer, category))
     if not exchanges:
         raise DataError(f"{folder}: no usable conversations in {', '.join(p.name for p in files)}")
@@ -170,7 +175,7 @@ def load_chatterbot(spec: ChatterbotDataset) -> RawDataset:
         {"query_id": [q for q, _ in ordered], "doc_id": [d for _, d in ordered], "relevance": [1] * len(ordered)},
         schema=QRELS_SCHEMA,
     )
-    source = conversations.source(spec.language)
+    source = conversations.source(spec)
     where = f"chatterbot-corpus {conversations.folder}"
     return RawDataset(corpus, select_query_columns(query_table, spec.slices, spec.group_column, where), qrels, source)
 
@@ -187,4 +192,4 @@ def load_chatterbot_questions(spec: ChatterbotDataset) -> TaskTables:
         "label": [questions[q][1] for q in ordered_ids],
         "category": [questions[q][1] for q in ordered_ids],
     })
-    return task_tables(spec.task, texts, None, conversations.source(spec.language), "chatterbot")
+    return task_tables(spec.task, texts, None, conversations.source(spec), "chatterbot")

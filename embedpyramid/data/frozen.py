@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from embedpyramid.hashing import sha256_json, sha256_table
 from embedpyramid.store import read_json, read_table, write_json, write_parquet
@@ -104,6 +103,15 @@ def select_query_columns(queries: pa.Table, slices: list[str], group_column: str
     return queries.select(["query_id", "text", *dict.fromkeys(wanted)])
 
 
+def empty_text_ids(raw: RawDataset) -> dict[str, list[str]]:
+    """Ids of the documents and queries whose encoded text is empty (kept by ``empty_texts: keep``)."""
+    documents = [doc_id for doc_id, text in zip(raw.corpus["doc_id"].to_pylist(), document_texts(raw.corpus), strict=True)
+                 if not text.strip()]
+    queries = [query_id for query_id, text in zip(raw.queries["query_id"].to_pylist(), raw.queries["text"].to_pylist(),
+                                                  strict=True) if not (text or "").strip()]
+    return {"documents": documents, "queries": queries}
+
+
 def table_hashes(raw: RawDataset) -> dict[str, str]:
     return {table: sha256_table(getattr(raw, table)) for table in TABLES}
 
@@ -129,6 +137,7 @@ def freeze_dataset(name: str, raw: RawDataset, directory: Path) -> FrozenDataset
             "queries_with_positive": len({q for q, r in zip(raw.qrels["query_id"].to_pylist(), raw.qrels["relevance"].to_pylist()) if r > 0}),
         },
         "slice_columns": [c for c in raw.queries.column_names if c not in ("query_id", "text")],
+        "empty_texts": empty_text_ids(raw),
         "tables": {table: {"sha256": hashes[table], "rows": tables[table].num_rows, "file": f"{table}.parquet"} for table in TABLES},
         "version": dataset_version(hashes),
     }

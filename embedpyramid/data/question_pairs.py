@@ -66,7 +66,7 @@ def load_chatterbot_pairs(spec: ChatterbotDataset, settings: PairClassificationS
     pairs = pairs.append_column("category", pa.array([_pair_category(questions, a, b) for a, b, _, _ in rows]))
     pairs = pairs.append_column("answer_group", pa.array([group_of[a] for a, _, _, _ in rows]))
     source: dict[str, Any] = {
-        **conversations.source(spec.language),
+        **conversations.source(spec),
         "pairs": "questions sharing a reply (positives) vs seeded negatives from other answer groups",
         "seed": settings.seed, "dev_share": settings.dev_share,
         "positives": {split: sum(1 for *_, g, s in rows if g == 1.0 and s == split) for split in SPLITS},

@@ -12,7 +12,9 @@ plus ``models(model, name, card_hash, card)``, ``conventions(dataset, model, sys
 and the summary tables passed as ``extra_tables``: ``comparisons`` and ``regressions`` (the paired
 statistics of :mod:`embedpyramid.stats.compare`; empty until two models are evaluated on a
 dataset), ``hsd`` and ``hsd_pairs`` (the Tukey HSD groups; empty below three models) and
-``random_floor`` (every measure under a random ranking). ``model`` is always the partition key
+``random_floor`` (every measure under a random ranking); and ``efficiency`` (one row per (model,
+dataset), :data:`embedpyramid.efficiency.EFFICIENCY_SCHEMA`, joined to the leaderboard: its
+``quality_metric`` and ``quality``, the exact run's mean). ``model`` is always the partition key
 (``name@hash7``), so two cards never share a row.
 """
 
@@ -28,6 +30,7 @@ from typing import Any, Literal
 import duckdb
 import polars as pl
 
+from embedpyramid.efficiency import efficiency_frame
 from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import read_table, write_with
 
@@ -46,6 +49,7 @@ class EvaluatedPartition:
     run_path: Path
     qrels_path: Path
     conventions: dict[str, Any]
+    efficiency_path: Path | None = None
 
 
 def _literal(value: object) -> str:
@@ -53,11 +57,13 @@ def _literal(value: object) -> str:
 
 
 def build_results_db(
-    target: Path, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, Path] | None = None
+    target: Path, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, Path] | None = None,
+    *, quality_metric: str = "nDCG@10",
 ) -> Path:
     """Write the results database atomically; an empty ``partitions`` is an error.
 
-    ``extra_tables`` maps view names to Parquet files copied in as they are.
+    ``extra_tables`` maps view names to Parquet files copied in as they are; ``quality_metric``
+    is the leaderboard metric the ``efficiency`` view shows beside the costs.
     """
     if not partitions:
         raise ValueError("no evaluated partitions to summarize: materialize retrieval_metrics first")
@@ -105,6 +111,17 @@ def build_results_db(
             con.execute(
                 "CREATE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
                 "count(*) AS n FROM t_per_query_metrics GROUP BY ALL"
+            )
+            efficiency = [p.efficiency_path for p in partitions if p.efficiency_path is not None]
+            scanned = [f"SELECT * FROM {scan(path)}" for path in efficiency]
+            if not scanned:
+                con.register("no_efficiency", efficiency_frame([]).to_arrow())
+                scanned = ["SELECT * FROM no_efficiency"]
+            con.execute("CREATE TABLE t_efficiency AS " + " UNION ALL BY NAME ".join(scanned))
+            con.execute(
+                f"CREATE VIEW efficiency AS SELECT e.*, {_literal(quality_metric)} AS quality_metric, l.mean AS quality "
+                "FROM t_efficiency e LEFT JOIN leaderboard l ON l.dataset = e.dataset AND l.model = e.model "
+                f"AND l.system = 'exact' AND l.metric = {_literal(quality_metric)}"
             )
 
     return write_with(write, target)

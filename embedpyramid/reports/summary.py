@@ -19,11 +19,12 @@ import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset, open_frozen
+from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path, pareto_front
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry.level import l1_dir
 from embedpyramid.geometry.level import report_section as l1_section
 from embedpyramid.reports.environment import environment_section
-from embedpyramid.reports.report import ComparisonReport, ReportFiles, write_report
+from embedpyramid.reports.report import ComparisonReport, Figure, ReportFiles, ReportSection, write_report
 from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
 from embedpyramid.reports.verdict import dataset_verdicts
 from embedpyramid.retrieval.level import read_metrics_manifest
@@ -70,6 +71,8 @@ def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[l
                 run_path=store.run_dir(dataset, model.key) / f"{EXACT}.parquet",
                 qrels_path=store.dataset_dir(dataset) / "qrels.parquet",
                 conventions=read_metrics_manifest(metrics_path)["conventions"],
+                efficiency_path=efficiency if (efficiency := efficiency_path(store, dataset, model.key)).is_file()
+                else None,
             ))
     return found, missing
 
@@ -200,13 +203,16 @@ def build_report(
     config: ProjectConfig, store: ArtifactStore, leaderboard: pl.DataFrame, tables: ComparisonTables
 ) -> ReportFiles:
     """Write report.md, report.html and the SVG figures under the store's report folder: the
-    verdict, the leaderboard with its floor, the HSD groups, the comparisons, then the L1 and L4
+    verdict, the leaderboard with its floor, the HSD groups, the comparisons, then per dataset its
+    data notes (empty or dropped texts), the cost/quality of its models, and the L1 and L4
     sections of every evaluated (model, dataset), and the environment record."""
     sections, conventions, datasets = [], [], []
     for dataset in config.datasets:
         directory = store.dataset_dir(dataset)
         if (directory / "manifest.json").is_file():
             datasets.append({"dataset": dataset, "manifest": open_frozen(directory).manifest})
+        sections.extend(data_notes_section(store, dataset))
+        sections.extend(cost_quality_section(config, store, dataset, leaderboard))
         for model in config.models.values():
             metrics_path = store.metrics_path(dataset, model.key, EXACT)
             if metrics_path.is_file():
@@ -242,3 +248,59 @@ def _tie_notes(conventions: list[dict[str, Any]]) -> list[str]:
             f"their numbers) — {counts}."
         )
     return notes
+def data_notes_section(store: ArtifactStore, dataset: str) -> list[ReportSection]:
+    """A section listing the dataset's empty texts (kept, encoded as the empty string) and what
+    ``empty_texts: drop`` removed, when there is any."""
+    if not (store.dataset_dir(dataset) / "manifest.json").is_file():
+        return []
+    manifest = open_frozen(store.dataset_dir(dataset)).manifest
+    empty = manifest.get("empty_texts", {})
+    dropped = manifest["source"].get("empty_texts", {})
+    rows = [(kind, "kept, encoded as the empty string", ", ".join(ids)) for kind, ids in empty.items() if ids]
+    rows += [(kind.removeprefix("dropped_"), "dropped (empty_texts: drop)", ", ".join(map(str, ids)))
+             for kind, ids in dropped.items() if kind.startswith("dropped_") and ids]
+    if not rows:
+        return []
+    table = pl.DataFrame(rows, schema=["texts", "what happened", "ids"], orient="row")
+    return [ReportSection(title=f"Data notes: {dataset}",
+                          intro=f"Empty texts in {dataset} (policy empty_texts: {dropped.get('policy', 'keep')}).",
+                          tables=(("Empty texts", table),))]
+
+
+def cost_quality_section(
+    config: ProjectConfig, store: ArtifactStore, dataset: str, leaderboard: pl.DataFrame
+) -> list[ReportSection]:
+    """Quality and cost side by side for the evaluated models of one dataset, with the
+    cost/quality Pareto plot (models no other model beats on both)."""
+    paths = [efficiency_path(store, dataset, m.key) for m in config.models.values()]
+    frames = [read_frame(path) for path in paths if path.is_file()]
+    if not frames:
+        return []
+    metric = config.protocol.comparison.report_metric
+    quality = leaderboard.filter((pl.col("dataset") == dataset) & (pl.col("metric") == metric)
+                                 & (pl.col("system") == EXACT)).select("model", pl.col("mean").alias(metric))
+    table = pl.concat(frames).join(quality, on="model", how="left")
+    cost, label = cost_axis(table)
+    front = set(pareto_front(table.filter(pl.col(cost).is_not_null() & pl.col(metric).is_not_null()), cost, metric)["model"])
+    shown = table.select(
+        "model", metric, pl.col("model").is_in(list(front)).alias("pareto"), "documents_per_second",
+        "queries_per_second_encoded", "latency_p50_ms", "latency_p95_ms", "search_qps", "bytes_per_vector",
+        "encode_peak_rss_bytes", "device", "threads", "cost_basis", "device_seconds", "tokens_billed", "cost",
+        "reembed_device_seconds", "reembed_cost",
+    )
+    figures = ()
+    if table.filter(pl.col(cost).is_not_null() & pl.col(metric).is_not_null()).height:
+        svg = cost_quality_svg(table, cost, metric, title=f"{metric} vs cost on {dataset}", xlabel=label, ylabel=metric)
+        figures = (Figure(f"cost-quality-{dataset}", f"{metric} against {label} ({dataset}); the line is the Pareto front",
+                          svg),)
+    return [ReportSection(
+        title=f"Cost and quality: {dataset}",
+        intro=(f"Per model: {metric} beside what it costs to run — encode throughput at the card's batch size "
+               "(documents and queries apart), query-encode latency at batch 1 (warm, repeated; remote cards: per "
+               "request during the encode), exact-search QPS, bytes per vector, peak RSS of the encode, device and "
+               "threads, and cost: API price × tokens for remote cards, device-seconds (× the card's price per device "
+               "hour, when set) for local ones; 're-embed' is the corpus alone. 'pareto' marks the models no other "
+               "model beats on both quality and cost."),
+        tables=(("Cost and quality", shown),),
+        figures=figures,
+    )]

@@ -8,6 +8,8 @@ numbers never travel without them.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,9 +21,9 @@ import pyarrow as pa
 
 from embedpyramid.config import SearchSettings
 from embedpyramid.data import FrozenDataset
-from embedpyramid.encode import read_embeddings
+from embedpyramid.encode import embedding_rows, iter_embedding_blocks, read_embeddings
 from embedpyramid.retrieval.metrics import Measure, MetricConventions, RetrievalEvaluation, evaluate_run
-from embedpyramid.retrieval.search import exact_topk, run_table
+from embedpyramid.retrieval.search import Metric, exact_topk, run_table
 from embedpyramid.store import read_frame, read_table_metadata, write_parquet
 
 PER_QUERY_SCHEMA = {
@@ -32,28 +34,54 @@ PER_QUERY_SCHEMA = {
 
 @dataclass(frozen=True)
 class SearchResult:
+    """An exact run and how it was searched; :meth:`manifest` travels in the run's Parquet schema."""
+
     run: pa.Table
     seconds: float
     n_queries: int
     n_documents: int
+    metric: Metric
+    threads: int
+    doc_block_size: int
+    query_block_size: int
 
     @property
     def queries_per_second(self) -> float:
         return self.n_queries / self.seconds if self.seconds > 0 else float("inf")
 
+    def manifest(self) -> dict[str, Any]:
+        return {"metric": self.metric, "seconds": self.seconds, "queries_per_second": self.queries_per_second,
+                "n_queries": self.n_queries, "n_documents": self.n_documents, "threads": self.threads,
+                "doc_block_size": self.doc_block_size, "query_block_size": self.query_block_size}
+
+    def table(self) -> pa.Table:
+        """The run with :meth:`manifest` in its schema metadata (content hashes ignore it)."""
+        return self.run.replace_schema_metadata({"embedpyramid": json.dumps(self.manifest(), sort_keys=True)})
+
 
 def search_embeddings(
-    query_path: Path, document_path: Path, depth: int, settings: SearchSettings,
+    query_path: Path, document_path: Path, depth: int, settings: SearchSettings, metric: Metric = "inner_product",
     progress: Callable[[int, int], None] | None = None,
 ) -> SearchResult:
-    """Exact top-``depth`` of every query over every document, as a long-format run table."""
+    """Exact top-``depth`` of every query over every document under ``metric``, as a long-format
+    run table. The documents are streamed from their table ``doc_block_size`` rows at a time."""
     query_ids, queries = read_embeddings(query_path)
-    doc_ids, documents = read_embeddings(document_path)
+    doc_ids: list[str] = []
+
+    def blocks():
+        for ids, vectors in iter_embedding_blocks(document_path, settings.doc_block_size):
+            doc_ids.extend(ids)
+            yield vectors
+
     start = time.perf_counter()
-    scores, indices = exact_topk(queries, documents, depth, doc_block_size=settings.doc_block_size,
-                                 query_block_size=settings.query_block_size, progress=progress)
+    scores, indices = exact_topk(queries, blocks(), depth, metric=metric, doc_block_size=settings.doc_block_size,
+                                 query_block_size=settings.query_block_size, n_documents=embedding_rows(document_path),
+                                 progress=progress)
     seconds = time.perf_counter() - start
-    return SearchResult(run_table(query_ids, doc_ids, scores, indices), seconds, len(query_ids), len(doc_ids))
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else os.cpu_count() or 1
+    return SearchResult(run_table(query_ids, doc_ids, scores, indices), seconds, len(query_ids), len(doc_ids), metric,
+                        threads, settings.doc_block_size, settings.query_block_size)
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,47 @@
-"""Exact top-k search: a blocked matrix product with a running top-k merge (torch).
+"""Exact top-k search in a card's own similarity, over documents held in memory or streamed.
 
-Peak memory is bounded by ``query_block_size × doc_block_size`` scores, never by the corpus.
-Ties in score are broken by document position, and the corpus is stored sorted by doc_id, so
-ties go to the smaller doc_id — the convention every metric in this project assumes.
+Scores are "larger is better" in every metric:
+
+- ``inner_product``: ``q·d``;
+- ``cosine``: ``q·d / (‖q‖‖d‖)`` (a zero vector scores 0 against everything);
+- ``l2``: ``−‖q − d‖²``, ranked through the inner product of extended vectors,
+  ``[q, 1]·[d, −‖d‖²/2] = q·d − ‖d‖²/2``, which orders like ``−‖q − d‖²`` for a fixed query;
+  the returned score is ``2s − ‖q‖²``.
+
+The documents are consumed block by block, each block once, while a running top-k per query
+is merged (torch, imported when a search runs): peak memory is the queries, their top-k, one
+block of documents and one ``query_block_size × doc_block_size`` block of scores — never the
+corpus. Ties in score are broken by document position, and the corpus is stored sorted by
+doc_id, so ties go to the smaller doc_id — the convention every metric in this project assumes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow as pa
-import torch
+
+if TYPE_CHECKING:
+    import torch
+
+Metric = Literal["inner_product", "cosine", "l2"]
 
 RUN_SCHEMA = pa.schema([
     ("query_id", pa.string()), ("rank", pa.int32()), ("doc_id", pa.string()), ("score", pa.float32()),
 ])
 
 
+def search_metric(similarity: Metric, normalized: bool) -> Metric:
+    """The metric a search needs: cosine over vectors that are already unit is the inner product."""
+    return "inner_product" if similarity == "cosine" and normalized else similarity
+
+
 def _order_by_score_then_index(values: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Sort each row by (score descending, index ascending)."""
+    import torch
+
     by_index = torch.argsort(indices, dim=1)
     values, indices = values.gather(1, by_index), indices.gather(1, by_index)
     by_score = torch.sort(values, dim=1, descending=True, stable=True).indices
@@ -33,6 +55,8 @@ def _block_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tenso
     when its (k+1)-th largest value equals its k-th, so one extra column finds those rows (far
     cheaper than counting ties over the whole block); they are redone with a stable sort.
     """
+    import torch
+
     extra = min(k + 1, scores.shape[1])
     values, indices = torch.topk(scores, extra, dim=1, largest=True, sorted=True)
     if extra > k:
@@ -44,55 +68,107 @@ def _block_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tenso
     return _order_by_score_then_index(values, indices)
 
 
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+def _prepared_queries(queries: np.ndarray, metric: Metric) -> np.ndarray:
+    queries = np.ascontiguousarray(queries, np.float32)
+    if metric == "cosine":
+        return _unit(queries)
+    if metric == "l2":
+        return np.hstack([queries, np.ones((len(queries), 1), np.float32)])
+    return queries
+
+
+def _prepared_block(block: np.ndarray, metric: Metric) -> np.ndarray:
+    block = np.ascontiguousarray(block, np.float32)
+    if metric == "cosine":
+        return _unit(block)
+    if metric == "l2":
+        half_norms = 0.5 * np.einsum("nd,nd->n", block, block)
+        return np.hstack([block, -half_norms[:, None].astype(np.float32)])
+    return block
+
+
+def order_rows(scores: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort each row by (score descending, index ascending); missing entries (index -1) last."""
+    scores = np.where(indices < 0, -np.inf, scores).astype(np.float32)
+    order = np.lexsort((indices, -scores), axis=-1)
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(indices, order, axis=1)
+
+
 def exact_topk(
     queries: np.ndarray,
-    documents: np.ndarray,
+    documents: np.ndarray | Iterable[np.ndarray],
     k: int,
     *,
+    metric: Metric = "inner_product",
     doc_block_size: int = 16384,
     query_block_size: int = 1024,
+    n_documents: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Inner-product top-k of every query over all documents.
+    """Top-k of every query over all documents under ``metric`` (see the module docstring).
 
-    Returns ``(scores, indices)`` of shape (n_queries, min(k, n_documents)), each row ordered by
-    score descending then document index ascending. Scores are float32 dot products; with
-    normalized vectors they are cosines.
+    ``documents`` is a matrix (cut into blocks of ``doc_block_size``) or an iterable of blocks
+    in corpus order, e.g. :func:`embedpyramid.encode.iter_embedding_blocks` over a stored table;
+    each block is read once. Returns ``(scores, indices)`` of shape (n_queries, min(k,
+    n_documents)), each row ordered by score descending then document index ascending.
+    ``progress(done, total)`` counts documents (``total`` is ``n_documents`` or 0 if unknown).
     """
-    if queries.ndim != 2 or documents.ndim != 2 or queries.shape[1] != documents.shape[1]:
-        raise ValueError(f"query vectors {queries.shape} and document vectors {documents.shape} must share a dimension")
-    n_queries, n_documents = queries.shape[0], documents.shape[0]
-    depth = min(k, n_documents)
-    all_scores = np.empty((n_queries, depth), np.float32)
-    all_indices = np.empty((n_queries, depth), np.int64)
-    documents = np.ascontiguousarray(documents, np.float32)
+    import torch
+
+    if isinstance(documents, np.ndarray):
+        if documents.ndim != 2:
+            raise ValueError(f"document vectors must be a matrix, got shape {documents.shape}")
+        n_documents = len(documents)
+        blocks: Iterable[np.ndarray] = (documents[s : s + doc_block_size] for s in range(0, len(documents), doc_block_size))
+    else:
+        blocks = documents
+    if queries.ndim != 2:
+        raise ValueError(f"query vectors must be a matrix, got shape {queries.shape}")
+    prepared = _prepared_queries(queries, metric)
+    query_starts = range(0, len(prepared), query_block_size)
+    best: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(query_starts)
+    seen = 0
     with torch.inference_mode():
-        for q_start in range(0, n_queries, query_block_size):
-            q_block = np.ascontiguousarray(queries[q_start : q_start + query_block_size], np.float32)
-            best_values: torch.Tensor | None = None
-            best_indices: torch.Tensor | None = None
-            for d_start in range(0, n_documents, doc_block_size):
-                d_block = documents[d_start : d_start + doc_block_size]
+        for raw_block in blocks:
+            if raw_block.ndim != 2 or raw_block.shape[1] != queries.shape[1]:
+                raise ValueError(f"query vectors {queries.shape} and document vectors {raw_block.shape} must share a dimension")
+            block = _prepared_block(raw_block, metric)
+            block_k = min(k, len(block))
+            for position, q_start in enumerate(query_starts):
                 # The product goes through numpy's BLAS (OpenBLAS), measured faster than torch's
                 # for these shapes on this class of CPU; the selection and merge run in torch.
-                scores = torch.from_numpy(q_block @ d_block.T)
-                values, indices = _block_topk(scores, min(depth, d_block.shape[0]))
-                indices += d_start
-                if best_values is None or best_indices is None:
-                    best_values, best_indices = values, indices
+                scores = torch.from_numpy(prepared[q_start : q_start + query_block_size] @ block.T)
+                values, indices = _block_topk(scores, block_k)
+                indices += seen
+                current = best[position]
+                if current is None:
+                    best[position] = (values, indices)
                     continue
                 # Earlier blocks hold smaller indices, so a stable sort of [best, block] keeps
                 # the (score desc, index asc) order without re-sorting by index.
-                merged_values = torch.cat([best_values, values], dim=1)
-                merged_indices = torch.cat([best_indices, indices], dim=1)
-                order = torch.sort(merged_values, dim=1, descending=True, stable=True).indices[:, :depth]
-                best_values, best_indices = merged_values.gather(1, order), merged_indices.gather(1, order)
-            q_end = q_start + q_block.shape[0]
-            if best_values is not None and best_indices is not None:
-                all_scores[q_start:q_end] = best_values.numpy()
-                all_indices[q_start:q_end] = best_indices.numpy()
+                merged_values = torch.cat([current[0], values], dim=1)
+                merged_indices = torch.cat([current[1], indices], dim=1)
+                order = torch.sort(merged_values, dim=1, descending=True, stable=True).indices[:, :k]
+                best[position] = (merged_values.gather(1, order), merged_indices.gather(1, order))
+            seen += len(block)
             if progress is not None:
-                progress(q_end, n_queries)
+                progress(seen, n_documents or 0)
+    depth = min(k, seen)
+    all_scores = np.empty((len(prepared), depth), np.float32)
+    all_indices = np.empty((len(prepared), depth), np.int64)
+    for position, q_start in enumerate(query_starts):
+        current = best[position]
+        if current is not None:
+            all_scores[q_start : q_start + query_block_size] = current[0].numpy()
+            all_indices[q_start : q_start + query_block_size] = current[1].numpy()
+    if metric == "l2":
+        query_norms = np.einsum("nd,nd->n", queries, queries, dtype=np.float32)[:, None]
+        return order_rows(2 * all_scores - query_norms, all_indices)
     return all_scores, all_indices
 
 

@@ -6,14 +6,23 @@ factory's index — the k-means of IVF coarse quantizers (``cp.seed``), of produ
 rotations, PCA) use FAISS's fixed internal seeds. Multi-threaded HNSW insertion and k-means
 reductions depend on thread scheduling, so only a build with ``threads=1`` is guaranteed to
 serialize to the same bytes for the same seed.
+
+Training sets: FAISS's k-means asks for at least 39 training points per centroid and prints a
+warning per k-means run below that (once per PQ sub-quantizer: 32 lines for ``PQ32``). Those
+prints are silenced (the threshold only gates the message, the training is the same), and a
+spec trained on fewer points becomes one finding in :attr:`BuiltIndex.training_findings`,
+e.g. "IVF22,PQ32 trained on 870 vectors; FAISS recommends ≥ 9,984".
+
+Saving: an index and its manifest are written into a temporary folder that is renamed into
+place, so a reader sees both or neither; a folder missing either file (an interrupted save of
+an older layout, or a file removed by hand) counts as absent and is rebuilt.
 """
 
 from __future__ import annotations
 
-import io
-import resource
-import sys
-import threading
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,19 +32,18 @@ from typing import Any
 
 import faiss
 import numpy as np
-import psutil
-import torch
 
-from embedpyramid.serving.specs import IndexSpec, resolve_factory
-from embedpyramid.serving.vectors import Int8Vectors, binarize, truncate_and_normalize
-from embedpyramid.store import atomic_path, read_json, write_json
+from embedpyramid.serving.specs import MIN_POINTS_PER_CENTROID, IndexSpec, resolve_factory
+from embedpyramid.serving.vectors import binarize, prepared_vectors, symmetric_int8_index
+from embedpyramid.store import read_json, write_json
+from embedpyramid.usage import PeakRss
 
-AnnIndex = faiss.Index | faiss.IndexBinary | Int8Vectors
+AnnIndex = faiss.Index | faiss.IndexBinary
 
-_FAISS_METRICS = {"inner_product": faiss.METRIC_INNER_PRODUCT, "l2": faiss.METRIC_L2}
-_RSS_POLL_SECONDS = 0.005
-# ru_maxrss is in KiB on Linux and in bytes on macOS.
-_MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024
+INDEX_FILE = "index.faiss"
+MANIFEST_FILE = "manifest.json"
+_FAISS_METRICS = {"inner_product": faiss.METRIC_INNER_PRODUCT, "cosine": faiss.METRIC_INNER_PRODUCT,
+                  "l2": faiss.METRIC_L2}
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +53,8 @@ class BuiltIndex:
     ``factory`` is the resolved factory string (``{n}`` replaced); ``dimension`` the indexed
     dimension (after a cut); ``index_bytes`` the size of the serialized index, the file
     :func:`save_index` writes (binary rescoring also reads the float vectors, not counted);
-    ``peak_rss_bytes`` the largest resident set size of the process during the build.
+    ``peak_rss_bytes`` the largest resident set size of the process during the build;
+    ``training_findings`` one line per training set smaller than FAISS recommends.
     """
 
     spec: IndexSpec
@@ -59,6 +68,7 @@ class BuiltIndex:
     peak_rss_bytes: int
     index_bytes: int
     faiss_version: str
+    training_findings: tuple[str, ...] = ()
 
     @property
     def bytes_per_vector(self) -> float:
@@ -67,100 +77,77 @@ class BuiltIndex:
     def manifest(self) -> dict[str, Any]:
         """Everything but the index itself, as plain JSON values."""
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("spec", "index")}
+        record["training_findings"] = list(self.training_findings)
         return {"spec": self.spec.model_dump(mode="json"), **record, "bytes_per_vector": self.bytes_per_vector}
 
 
 @contextmanager
-def thread_limit(threads: int, *, torch_threads: bool = False) -> Iterator[None]:
-    """Run FAISS (OpenMP) on ``threads`` threads, and torch too when ``torch_threads``; restore
-    the previous counts after.
-
-    torch is left alone unless asked: setting its thread count starts torch's own OpenMP
-    runtime, whose idle threads then compete with FAISS's for the cores (on 2 cores, a
-    2-thread FAISS search becomes several times slower and its timings quantized).
-    """
-    previous_faiss = faiss.omp_get_max_threads()
-    previous_torch = torch.get_num_threads() if torch_threads else None
+def thread_limit(threads: int) -> Iterator[None]:
+    """Run FAISS (OpenMP) on ``threads`` threads; restore the previous count after."""
+    previous = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(threads)
-    if previous_torch is not None:
-        torch.set_num_threads(threads)
     try:
         yield
     finally:
-        faiss.omp_set_num_threads(previous_faiss)
-        if previous_torch is not None:
-            torch.set_num_threads(previous_torch)
+        faiss.omp_set_num_threads(previous)
 
 
-class _PeakRss:
-    """Peak resident set size over a block: sampled by a thread (FAISS releases the GIL), and
-    exact when the block raises the process's lifetime peak (``ru_maxrss``)."""
-
-    def __init__(self) -> None:
-        self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._process = psutil.Process()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._lifetime_before = 0
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self._process.memory_info().rss)
-            self._stop.wait(_RSS_POLL_SECONDS)
-
-    def __enter__(self) -> _PeakRss:
-        self._lifetime_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        lifetime_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        self.peak_bytes = max(self.peak_bytes, self._process.memory_info().rss)
-        if lifetime_after > self._lifetime_before:
-            self.peak_bytes = max(self.peak_bytes, lifetime_after * _MAXRSS_UNIT)
-
-
-def _prepare_training(index: faiss.Index, seed: int) -> None:
-    """Seed every stochastic component, and skip polysemous training: that centroid permutation
-    serves only Hamming pre-filtering (``polysemous_ht``), which no sweep uses, and dominates
-    the build time of IVF-PQ."""
+def _prepare_training(index: faiss.Index, seed: int, found: list[tuple[str, int]]) -> None:
+    """Seed every stochastic component, silence FAISS's small-training-set prints (collecting
+    each k-means in ``found`` as (what, centroids) instead), and skip polysemous training: that
+    centroid permutation serves only Hamming pre-filtering (``polysemous_ht``), which no sweep
+    uses, and dominates the build time of IVF-PQ."""
     index = faiss.downcast_index(index)
     if hasattr(index, "do_polysemous_training"):
         index.do_polysemous_training = False
     if hasattr(index, "cp"):
         index.cp.seed = seed
+        index.cp.min_points_per_centroid = 1
+        if hasattr(index, "nlist"):
+            found.append(("IVF coarse quantizer", int(index.nlist)))
     if getattr(index, "pq", None) is not None:
         index.pq.cp.seed = seed
+        index.pq.cp.min_points_per_centroid = 1
+        found.append(("PQ sub-quantizer", int(index.pq.ksub)))
     if hasattr(index, "hnsw"):
         index.hnsw.rng = faiss.RandomGenerator(seed)
     for child in ("index", "quantizer", "storage"):
         inner = getattr(index, child, None)
         if inner is not None:
-            _prepare_training(inner, seed)
+            _prepare_training(inner, seed, found)
+
+
+def training_findings(factory: str, n_vectors: int, kmeans: list[tuple[str, int]]) -> tuple[str, ...]:
+    """One finding when some k-means of the index has fewer than 39 training points per
+    centroid: the largest requirement, as FAISS would have printed it (once, not per run)."""
+    short = [(centroids * MIN_POINTS_PER_CENTROID, what, centroids) for what, centroids in kmeans
+             if n_vectors < centroids * MIN_POINTS_PER_CENTROID]
+    if not short:
+        return ()
+    needed, what, centroids = max(short)
+    return (f"{factory} trained on {n_vectors:,} vectors; FAISS recommends ≥ {needed:,} "
+            f"({centroids} centroids per {what} × {MIN_POINTS_PER_CENTROID})",)
 
 
 def indexed_vectors(spec: IndexSpec, vectors: np.ndarray) -> np.ndarray:
-    """The vectors a spec indexes or searches with: float32, cut to ``spec.dimension`` if set."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if spec.dimension is None:
-        return vectors
-    if spec.dimension > vectors.shape[1]:
+    """The vectors a spec indexes or searches with (see :func:`prepared_vectors`)."""
+    if spec.dimension is not None and spec.dimension > vectors.shape[1]:
         raise ValueError(f"{spec.describe()} cuts to {spec.dimension} dimensions, but the vectors have {vectors.shape[1]}")
-    return truncate_and_normalize(vectors, spec.dimension)
+    return prepared_vectors(vectors, spec.metric or "inner_product", spec.dimension)
 
 
-def _build(spec: IndexSpec, factory: str, vectors: np.ndarray, seed: int) -> AnnIndex:
+def _build(spec: IndexSpec, factory: str, vectors: np.ndarray, seed: int) -> tuple[AnnIndex, tuple[str, ...]]:
+    metric = spec.metric or "inner_product"
     if spec.kind == "int8":
-        return Int8Vectors.quantize(vectors)
+        return symmetric_int8_index(vectors, metric), ()
     if spec.kind == "binary":
         binary = faiss.IndexBinaryFlat(vectors.shape[1])
         binary.add(binarize(vectors))
-        return binary
+        return binary, ()
+    kmeans: list[tuple[str, int]] = []
     try:
-        index = faiss.index_factory(vectors.shape[1], factory, _FAISS_METRICS[spec.metric])
-        _prepare_training(index, seed)
+        index = faiss.index_factory(vectors.shape[1], factory, _FAISS_METRICS[metric])
+        _prepare_training(index, seed, kmeans)
         if not index.is_trained:
             index.train(vectors)
         index.add(vectors)
@@ -169,23 +156,16 @@ def _build(spec: IndexSpec, factory: str, vectors: np.ndarray, seed: int) -> Ann
             f"{spec.describe()}: FAISS cannot build {factory!r} over {len(vectors)} vectors of "
             f"dimension {vectors.shape[1]}: {error}"
         ) from None
-    return index
+    return index, training_findings(factory, len(vectors), kmeans)
 
 
 def serialize_index(index: AnnIndex) -> bytes:
-    if isinstance(index, Int8Vectors):
-        buffer = io.BytesIO()
-        np.savez(buffer, codes=index.codes, scales=index.scales)
-        return buffer.getvalue()
     if isinstance(index, faiss.IndexBinary):
         return faiss.serialize_index_binary(index).tobytes()
     return faiss.serialize_index(index).tobytes()
 
 
 def _deserialize_index(spec: IndexSpec, data: bytes) -> AnnIndex:
-    if spec.kind == "int8":
-        with np.load(io.BytesIO(data)) as arrays:
-            return Int8Vectors(arrays["codes"], arrays["scales"])
     buffer = np.frombuffer(data, dtype=np.uint8)
     if spec.kind == "binary":
         return faiss.deserialize_index_binary(buffer)
@@ -202,40 +182,60 @@ def build_index(spec: IndexSpec, doc_vectors: np.ndarray, *, seed: int, threads:
     if len(vectors) == 0:
         raise ValueError(f"{spec.describe()}: cannot build an index over zero vectors")
     factory = resolve_factory(spec, len(vectors))
-    with thread_limit(threads), _PeakRss() as rss:
+    with thread_limit(threads), PeakRss() as rss:
         start = time.perf_counter()
-        index = _build(spec, factory, vectors, seed)
+        index, findings = _build(spec, factory, vectors, seed)
         seconds = time.perf_counter() - start
     return BuiltIndex(
         spec=spec, index=index, factory=factory, dimension=vectors.shape[1], n_vectors=len(vectors),
         seed=seed, threads=threads, build_seconds=seconds, peak_rss_bytes=rss.peak_bytes,
-        index_bytes=len(serialize_index(index)), faiss_version=faiss.__version__,
+        index_bytes=len(serialize_index(index)), faiss_version=faiss.__version__, training_findings=findings,
     )
 
 
 def manifest_path(index_path: Path) -> Path:
-    return index_path.with_name(index_path.name + ".json")
+    return index_path / MANIFEST_FILE
+
+
+def index_complete(path: Path) -> bool:
+    """Whether a saved index folder holds both its index and its manifest."""
+    return (path / INDEX_FILE).is_file() and (path / MANIFEST_FILE).is_file()
 
 
 def save_index(built: BuiltIndex, path: Path) -> Path:
-    """Write the index, then its manifest beside it (``<name>.json``), each atomically.
+    """Write the index and its manifest into the folder ``path``, both or neither.
 
-    The manifest is written last: its presence means the index file is complete.
+    The pair is written into a temporary folder beside ``path`` and renamed into place. An
+    incomplete folder at ``path`` is replaced; a complete one (a concurrent run saved the same
+    content-addressed index first) is kept.
     """
-    with atomic_path(path) as temporary:
-        temporary.write_bytes(serialize_index(built.index))
-    write_json(built.manifest(), manifest_path(path))
+    if index_complete(path):
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        (temporary / INDEX_FILE).write_bytes(serialize_index(built.index))
+        write_json(built.manifest(), temporary / MANIFEST_FILE)
+        if path.exists() and not index_complete(path):
+            shutil.rmtree(path, ignore_errors=True)
+        try:
+            os.rename(temporary, path)
+        except OSError:
+            if not index_complete(path):
+                raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
     return path
 
 
 def load_index(path: Path, spec: IndexSpec) -> BuiltIndex:
     """Read an index written by :func:`save_index`; refuse one built from a different spec."""
-    manifest_file = manifest_path(path)
-    if not manifest_file.is_file():
-        raise FileNotFoundError(f"{path}: no manifest {manifest_file.name}; the index was not saved completely")
-    manifest = read_json(manifest_file)
+    if not index_complete(path):
+        raise FileNotFoundError(f"{path}: no complete saved index (index and manifest) here; it is rebuilt when needed")
+    manifest = read_json(manifest_path(path))
     stored = IndexSpec.model_validate(manifest.pop("spec"))
     if stored.identity() != spec.identity():
         raise ValueError(f"{path} was built from {stored.identity()}, not from {spec.describe()} {spec.identity()}")
     manifest.pop("bytes_per_vector")
-    return BuiltIndex(spec=spec, index=_deserialize_index(spec, path.read_bytes()), **manifest)
+    manifest["training_findings"] = tuple(manifest.get("training_findings", ()))
+    return BuiltIndex(spec=spec, index=_deserialize_index(spec, (path / INDEX_FILE).read_bytes()), **manifest)

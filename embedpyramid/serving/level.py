@@ -2,13 +2,17 @@
 exact search, the recall/QPS frontier, and their report section — read from and written to
 the artifact store.
 
-The exact reference is the stored exact run of the card's vectors (L2), so a spec never
-recomputes embeddings or exact search. Indexes are content-addressed files under
-``<data>/indexes``: a spec, embeddings and seed that were built once are loaded, not rebuilt.
+The exact reference is the stored exact run of the card's vectors (L2), ranked by the card's
+similarity, so a spec never recomputes embeddings or exact search; a spec takes its metric
+from the card unless it names one (then a finding says so). Indexes are content-addressed
+folders under ``<data>/indexes``: a spec, embeddings and seed that were built once are loaded,
+not rebuilt. Findings (a metric override, a training set smaller than FAISS recommends) are
+kept once per spec in ``findings.json`` beside its results.
 """
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,25 +23,29 @@ from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset
 from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.reports import Figure, ReportSection
+from embedpyramid.retrieval.search import search_metric
 from embedpyramid.serving import (
     BuiltIndex,
     IndexSpec,
     SpecEvaluation,
     build_index,
-    check_metric,
+    build_seeds,
     evaluate_spec,
     frontier,
     frontier_svg,
+    index_complete,
     index_file_name,
     load_index,
     qps_at_recall,
+    resolve_metric,
     save_index,
     search_sweep,
 )
-from embedpyramid.store import ArtifactStore, read_frame, write_parquet, write_text
+from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet, write_text
 
-FRONTIER_COLUMNS = ("spec", "sweep_param", "sweep_value", "ann_recall", "qps", "p50_ms", "p95_ms",
-                    "delta", "delta_ci_low", "delta_ci_high", "bytes_per_vector", "build_seconds")
+FRONTIER_COLUMNS = ("spec", "sweep_param", "sweep_value", "ann_recall", "ann_recall_sd", "qps", "p50_ms", "p95_ms",
+                    "delta", "delta_sd", "delta_ci_low", "delta_ci_high", "n_seeds", "bytes_per_vector",
+                    "build_seconds")
 
 
 def serving_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
@@ -54,54 +62,73 @@ def exact_arrays(run_path: Path, doc_ids: list[str], n_queries: int) -> tuple[np
 
 @dataclass(frozen=True)
 class ServingResult:
+    """One spec evaluated on one (model, dataset): the evaluation over every seed, the builds
+    (first seed first), where each index lives, whether it was loaded rather than built, and
+    the spec's findings (each stated once)."""
+
     evaluation: SpecEvaluation
-    built: BuiltIndex
-    index_path: Path
-    reused_index: bool
+    builds: tuple[BuiltIndex, ...]
+    index_paths: tuple[Path, ...]
+    reused: tuple[bool, ...]
+    findings: tuple[str, ...]
+
+    @property
+    def built(self) -> BuiltIndex:
+        return self.builds[0]
 
 
 def evaluate_serving(
     config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, dataset: str, frozen: FrozenDataset,
     spec: IndexSpec,
 ) -> ServingResult:
-    """Build (or load) the spec's index over the card's document vectors, sweep it, and measure it
-    against the exact run: ANN recall@k, relevance under ANN, the paired delta, the costs."""
+    """Build (or load) the spec's index over the card's document vectors once per seed, sweep
+    each, and measure them against the exact run: ANN recall@k, relevance under ANN, the paired
+    delta (mean ± sd over seeds), the costs."""
     assert config.ann is not None, "L4 needs configs/ann.yaml"
     settings, comparison = config.ann.settings, config.protocol.comparison
-    check_metric(spec, model.card.normalize)
+    reference = search_metric(model.similarity, model.card.normalize)
+    spec, override = resolve_metric(spec, reference, model.card.normalize)
     query_path = cached_embedding_path(store, model, frozen, "query")
     document_path = cached_embedding_path(store, model, frozen, "document")
     query_ids, queries = read_embeddings(query_path)
     doc_ids, documents = read_embeddings(document_path)
-    index_path = store.root / "indexes" / index_file_name(spec, document_path.stem + "@" + model.card_hash, spec.seed)
-    reused = index_path.is_file()
-    if reused:
-        built = load_index(index_path, spec)
-    else:
-        built = build_index(spec, documents, seed=spec.seed, threads=settings.threads)
-        save_index(built, index_path)
-    points = search_sweep(built, queries, settings.k, batch_size=settings.batch_size,
-                          latency_queries=settings.latency_queries, seed=spec.seed, threads=settings.threads,
-                          repeats=settings.timing_repeats, documents=documents)
+    builds, paths, reused = [], [], []
+    for seed in build_seeds(spec, settings):
+        index_path = store.root / "indexes" / index_file_name(spec, document_path.stem + "@" + model.card_hash, seed)
+        loaded = index_complete(index_path)
+        built = load_index(index_path, spec) if loaded else build_index(spec, documents, seed=seed, threads=settings.threads)
+        if not loaded:
+            save_index(built, index_path)
+        points = search_sweep(built, queries, settings.k, batch_size=settings.batch_size,
+                              latency_queries=settings.latency_queries, seed=spec.seed, threads=settings.threads,
+                              repeats=settings.timing_repeats, documents=documents)
+        builds.append((built, points))
+        paths.append(index_path)
+        reused.append(loaded)
     exact_scores, exact_indices = exact_arrays(store.run_dir(dataset, model.key) / "exact.parquet", doc_ids, len(query_ids))
     group_column, groups = config.dataset(dataset).group_column, None
     if group_column is not None:
         queries_table = read_frame(frozen.path("queries"), columns=["query_id", group_column])
         groups = dict(zip(queries_table["query_id"], queries_table[group_column], strict=True))
     evaluation = evaluate_spec(
-        built, points, exact_scores=exact_scores, exact_indices=exact_indices, queries=queries, documents=documents,
+        builds, exact_scores=exact_scores, exact_indices=exact_indices, queries=queries, documents=documents,
         query_ids=query_ids, doc_ids=doc_ids, qrels=read_frame(frozen.path("qrels")),
         measures=settings.measure_objects(), conventions=config.protocol.conventions(config.dataset(dataset)),
         delta_metric=settings.delta_metric, n_resamples=comparison.n_resamples, confidence=comparison.confidence,
-        bootstrap_seed=comparison.seed, query_groups=groups,
+        bootstrap_seed=comparison.seed, query_groups=groups, reference_metric=reference,
     )
+    findings = tuple(dict.fromkeys([*([override] if override else []),
+                                    *(f for built, _ in builds for f in built.training_findings)]))
     directory = serving_dir(store, dataset, model.key) / spec.name
-    for point in points:
-        name = "top-k" if point.param is None else f"{point.param}-{point.value}"
-        write_parquet(point.run_table(query_ids, doc_ids), directory / "runs" / f"{name}.parquet")
+    shutil.rmtree(directory / "runs", ignore_errors=True)
+    for built, points in builds:
+        for point in points:
+            name = "top-k" if point.param is None else f"{point.param}-{point.value}"
+            write_parquet(point.run_table(query_ids, doc_ids), directory / "runs" / f"seed-{built.seed}" / f"{name}.parquet")
     write_parquet(evaluation.per_query.to_arrow(), directory / "per_query.parquet")
+    write_json({"spec": spec.name, "findings": list(findings)}, directory / "findings.json")
     write_parquet(evaluation.summary.to_arrow(), directory / "summary.parquet")
-    return ServingResult(evaluation, built, index_path, reused)
+    return ServingResult(evaluation, tuple(b for b, _ in builds), tuple(paths), tuple(reused), findings)
 
 
 @dataclass(frozen=True)
@@ -137,10 +164,16 @@ def serving_frontier(config: ProjectConfig, store: ArtifactStore, dataset: str, 
     return result
 
 
+def spec_findings(directory: Path) -> list[str]:
+    """The findings of every evaluated spec under one (model, dataset)'s serving folder."""
+    return [finding for path in sorted(directory.glob("*/findings.json")) for finding in read_json(path)["findings"]]
+
+
 def report_section(store: ArtifactStore, dataset: str, model_key: str) -> ReportSection:
     """The L4 section of one (model, dataset) for the report, from its stored frontier."""
     directory = serving_dir(store, dataset, model_key)
     summary = read_frame(directory / "summary.parquet")
+    findings = spec_findings(directory)
     k = int(summary["k"][0])
     delta_metric = summary["delta_metric"][0]
     return ReportSection(
@@ -148,13 +181,18 @@ def report_section(store: ArtifactStore, dataset: str, model_key: str) -> Report
         intro=(
             f"Every index spec against exact search, reported apart: ANN recall@{k} (overlap with the exact "
             f"top-{k}, tie-aware: a property of the index) and {delta_metric} under ANN (against the qrels: a "
-            f"property of the system), with its paired delta vs exact and bootstrap CI. QPS at batch "
-            f"{int(summary['batch_size'][0])}, latency p50/p95 at batch 1, build seconds, bytes per vector."
+            f"property of the system), with its paired delta vs exact and bootstrap CI. Indexes are searched in "
+            f"the card's similarity ({summary['reference_metric'][0]}); stochastic specs (IVF, PQ, HNSW) are built "
+            f"with {int(summary['n_seeds'].max())} seeds, recall and delta as mean ± sd over the builds. QPS "
+            f"(FAISS's search for every spec, int8 included) at batch {int(summary['batch_size'][0])}, latency "
+            f"p50/p95 at batch 1, build seconds, bytes per vector."
+            + ("" if not findings else " Findings: " + " ".join(f"{f}." for f in findings))
         ),
         tables=(
             ("Recall/QPS frontier", read_frame(directory / "frontier.parquet").select(FRONTIER_COLUMNS)),
             ("QPS at target recall", read_frame(directory / "qps_at_recall.parquet")),
-            ("Every sweep point", summary.select(*FRONTIER_COLUMNS, "index_bytes", "peak_rss_bytes", "factory", "seed")),
+            ("Every sweep point", summary.select(*FRONTIER_COLUMNS, "index_bytes", "peak_rss_bytes", "factory", "seeds",
+                                                 "training_finding")),
         ),
         figures=(Figure(f"frontier-{dataset}-{model_key.replace('@', '-')}", f"ANN recall vs QPS of {model_key}",
                         (directory / "frontier.svg").read_text()),),

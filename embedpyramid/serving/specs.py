@@ -2,10 +2,15 @@
 
 An :class:`IndexSpec` names one serving approximation: a FAISS factory string (``kind:
 faiss``), sign-binarized codes searched by Hamming distance and rescored with the float vectors
-(``kind: binary``), or int8 codes of the stored vectors searched exactly (``kind: int8``); any
-of them may first cut the vectors to their leading ``dimension`` coordinates (Matryoshka
-truncation, then re-normalization). A spec's search-time ``sweep`` lists the values of one
-parameter (``efSearch`` for HNSW, ``nprobe`` for IVF, ``rescore`` candidates for binary).
+(``kind: binary``), or 8-bit codes of the stored vectors over a symmetric range per
+dimension, searched by FAISS's scalar quantizer (``kind: int8``); any of them may first cut the vectors to their leading ``dimension``
+coordinates (Matryoshka truncation; unit vectors are re-normalized after the cut, as the card's
+own ``dimension`` would). A spec's search-time ``sweep`` lists the values of one parameter
+(``efSearch`` for HNSW, ``nprobe`` for IVF, ``rescore`` candidates for binary).
+
+A spec takes its metric from the model card (:func:`resolve_metric`), so one ann.yaml serves
+every card; a spec that names a metric overrides the card's with a warning naming both.
+Stochastic specs (IVF/PQ k-means, HNSW level draws) are built ``seeds`` times.
 """
 
 from __future__ import annotations
@@ -20,15 +25,18 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError, Strict, format_validation, read_yaml
 from embedpyramid.hashing import sha256_json
 from embedpyramid.retrieval.metrics import Measure, parse_measure
+from embedpyramid.retrieval.search import Metric
 
-Metric = Literal["inner_product", "l2"]
 SpecKind = Literal["faiss", "binary", "int8"]
 
 NLIST_PLACEHOLDER = "{n}"
 MIN_POINTS_PER_CENTROID = 39
 """FAISS k-means warns below 39 training points per centroid; ``{n}`` never asks for fewer."""
 
-_FORMAT_VERSION = 1
+STOCHASTIC_MARKERS = ("IVF", "PQ", "HNSW", "RQ", "LSQ")
+"""Factory components trained by seeded k-means or built with seeded level draws."""
+
+_FORMAT_VERSION = 2
 """Bumped when the layout of a saved index changes, so older files are never read as current."""
 
 BINARY_FACTORY = "BFlat"
@@ -50,16 +58,20 @@ class Sweep(Strict):
 
 
 class IndexSpec(Strict):
-    """One index of level L4. ``seed`` feeds IVF/PQ k-means and HNSW level draws (see
-    :func:`embedpyramid.serving.index.build_index`); it defaults to ``settings.seed``."""
+    """One index of level L4. ``metric`` (default: the card's similarity) is resolved per card
+    by :func:`resolve_metric`. ``seed`` feeds IVF/PQ k-means and HNSW level draws (see
+    :func:`embedpyramid.serving.index.build_index`); it defaults to ``settings.seed``, and a
+    stochastic spec is built with ``seeds`` consecutive seeds from it (default
+    ``settings.seeds``)."""
 
     name: str
     kind: SpecKind = "faiss"
     factory: str | None = None
-    metric: Metric = "inner_product"
+    metric: Metric | None = None
     dimension: int | None = Field(None, ge=1)
     sweep: Sweep | None = None
     seed: int
+    seeds: int | None = Field(None, ge=1)
 
     @field_validator("sweep", mode="before")
     @classmethod
@@ -90,12 +102,12 @@ class IndexSpec(Strict):
             )
         if self.kind == "binary" and self.sweep is None:
             raise ValueError("kind 'binary' needs sweep: {rescore: [...]}, the float-rescored candidates per query")
-        if self.dimension is not None and self.metric != "inner_product":
-            raise ValueError(
-                "a dimension cut re-normalizes the truncated vectors, which keeps only cosine scores "
-                "meaningful: use metric 'inner_product' with dimension"
-            )
         return self
+
+    @property
+    def stochastic(self) -> bool:
+        """Whether building it draws random numbers (k-means training, HNSW levels)."""
+        return self.kind == "faiss" and any(marker in (self.factory or "") for marker in STOCHASTIC_MARKERS)
 
     def allowed_sweep_params(self) -> tuple[str, ...]:
         if self.kind == "binary":
@@ -107,7 +119,7 @@ class IndexSpec(Strict):
         return f"spec {self.name!r} ({self.kind} {self.factory or ''}".rstrip() + ")"
 
     def identity(self) -> dict[str, Any]:
-        """What determines the built index: everything but the label, the sweep and the seed."""
+        """What determines the built index: everything but the label, the sweep and the seeds."""
         return {"kind": self.kind, "factory": self.factory, "metric": self.metric, "dimension": self.dimension}
 
 
@@ -117,7 +129,8 @@ class AnnSettings(Strict):
     ``k`` is both the ANN search depth and the cutoff of ANN recall@k; every relevance measure
     is computed on that top-k, so cutoffs above ``k`` (and RPrec) are refused. QPS is measured
     at ``batch_size`` queries per call, the fastest of ``timing_repeats`` passes; latency at
-    batch 1 over ``latency_queries`` queries drawn with ``seed``.
+    batch 1 over ``latency_queries`` queries drawn with ``seed``. A stochastic spec is built
+    with ``seeds`` seeds and its recall and delta reported as mean ± sd over them.
     """
 
     k: int = Field(10, ge=1)
@@ -129,6 +142,7 @@ class AnnSettings(Strict):
     recall_targets: tuple[float, ...] = (0.9, 0.95, 0.99)
     threads: int = Field(1, ge=1)
     seed: int = 42
+    seeds: int = Field(3, ge=1)
 
     @model_validator(mode="after")
     def _measures_within_k(self) -> AnnSettings:
@@ -191,21 +205,32 @@ def load_ann_config(path: str | Path) -> AnnConfig:
     return AnnConfig(settings=settings, specs=tuple(specs))
 
 
-def card_metric(normalized: bool) -> Metric:
-    """The metric a model card implies: cosine (inner product of unit vectors) when it normalizes,
-    Euclidean distance otherwise."""
-    return "inner_product" if normalized else "l2"
+def _equivalent(a: Metric, b: Metric, unit_vectors: bool) -> bool:
+    """Two metrics rank alike: equal, or cosine and inner product over unit vectors."""
+    return a == b or (unit_vectors and {a, b} == {"cosine", "inner_product"})
 
 
-def check_metric(spec: IndexSpec, normalized: bool) -> None:
-    """Refuse a spec whose metric disagrees with the card: never a silent L2 index for a cosine model."""
-    expected = card_metric(normalized)
-    if spec.metric != expected:
-        card = "normalizes its vectors (cosine scores)" if normalized else "does not normalize its vectors"
-        raise ConfigError(
-            f"{spec.describe()} has metric {spec.metric!r}, but the model card {card}, so its exact "
-            f"search ranks by {expected!r}; set metric: {expected} on the spec"
-        )
+def resolve_metric(spec: IndexSpec, card_metric: Metric, unit_vectors: bool) -> tuple[IndexSpec, str | None]:
+    """The spec with its metric set for one card, and a warning when the spec overrides it.
+
+    ``card_metric`` is the metric of the card's exact run; ``unit_vectors`` says whether the
+    card normalizes (then cosine and inner product are the same ranking, and no warning is due).
+    """
+    if spec.metric is None:
+        return spec.model_copy(update={"metric": card_metric}), None
+    if _equivalent(spec.metric, card_metric, unit_vectors):
+        return spec, None
+    return spec, (
+        f"{spec.describe()} overrides the card's similarity {card_metric!r} with {spec.metric!r}: its ANN "
+        f"recall and relevance deltas against the exact run ({card_metric}) include that change of metric"
+    )
+
+
+def build_seeds(spec: IndexSpec, settings: AnnSettings) -> tuple[int, ...]:
+    """The seeds a spec is built with: ``seeds`` consecutive ones from its seed when it is
+    stochastic, else just its seed."""
+    count = (spec.seeds or settings.seeds) if spec.stochastic else 1
+    return tuple(spec.seed + offset for offset in range(count))
 
 
 def nlist_for(n_vectors: int) -> int:
@@ -225,10 +250,13 @@ def resolve_factory(spec: IndexSpec, n_vectors: int) -> str:
 
 
 def index_file_name(spec: IndexSpec, embeddings_sha: str, seed: int) -> str:
-    """Content-addressed file name: the spec's identity, the embeddings hash, the seed and the
-    FAISS version. The embeddings hash fixes N, so ``{n}`` resolves the same way under one name."""
+    """Content-addressed name of a saved index (a folder holding the index and its manifest):
+    the spec's identity (its metric resolved), the embeddings hash, the seed and the FAISS
+    version. The embeddings hash fixes N, so ``{n}`` resolves the same way under one name."""
+    if spec.metric is None:
+        raise ValueError(f"{spec.describe()}: resolve its metric against the card first (resolve_metric)")
     digest = sha256_json({
         "spec": spec.identity(), "embeddings": embeddings_sha, "seed": seed,
         "faiss": faiss.__version__, "format": _FORMAT_VERSION,
     })
-    return f"{spec.name}-{digest[:20]}.index"
+    return f"{spec.name}-{digest[:20]}"

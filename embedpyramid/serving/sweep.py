@@ -17,10 +17,10 @@ import faiss
 import numpy as np
 import pyarrow as pa
 
-from embedpyramid.retrieval.search import run_table
+from embedpyramid.retrieval.search import order_rows, run_table
 from embedpyramid.serving.index import BuiltIndex, indexed_vectors, thread_limit
 from embedpyramid.serving.specs import IndexSpec
-from embedpyramid.serving.vectors import Int8Vectors, binarize, exact_search, order_rows, pair_scores
+from embedpyramid.serving.vectors import binarize, pair_scores
 
 Search = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -56,7 +56,7 @@ def _faiss_search(index: faiss.Index, spec: IndexSpec, k: int, value: int | None
     # A FAISS search parameter lives on the index: set it when this sweep point's turn comes.
     if value is not None and spec.sweep is not None:
         faiss.ParameterSpace().set_index_parameter(index, spec.sweep.param, value)
-    sign = 1.0 if spec.metric == "inner_product" else -1.0
+    sign = -1.0 if spec.metric == "l2" else 1.0
 
     def search(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         distances, labels = index.search(batch, k)
@@ -68,21 +68,9 @@ def _faiss_search(index: faiss.Index, spec: IndexSpec, k: int, value: int | None
 def _binary_search(index: faiss.IndexBinary, spec: IndexSpec, documents: np.ndarray, k: int, rescore: int) -> Search:
     def search(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         _, candidates = index.search(binarize(batch), rescore)
-        scores = pair_scores(batch, documents, candidates, spec.metric, dtype=np.float32)
+        scores = pair_scores(batch, documents, candidates, spec.metric or "inner_product", dtype=np.float32)
         scores, indices = order_rows(scores, candidates)
         return scores[:, :k], indices[:, :k]
-
-    return search
-
-
-def _int8_search(vectors: np.ndarray, spec: IndexSpec, k: int) -> Search:
-    def search(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores, indices = exact_search(batch, vectors, k, spec.metric)
-        missing = k - indices.shape[1]
-        if missing:
-            scores = np.pad(scores, ((0, 0), (0, missing)), constant_values=-np.inf)
-            indices = np.pad(indices, ((0, 0), (0, missing)), constant_values=-1)
-        return scores, indices
 
     return search
 
@@ -93,8 +81,6 @@ def _prepared_searches(
     """Per sweep value (in order), a function that configures the index and returns its search."""
     spec, index = built.spec, built.index
     values: Sequence[int | None] = spec.sweep.values if spec.sweep else (None,)
-    if isinstance(index, Int8Vectors):
-        return [(None, partial(_int8_search, index.dequantize(), spec, k))]
     if isinstance(index, faiss.IndexBinary):
         if documents is None:
             raise ValueError(f"{spec.describe()} rescores with the float document vectors: pass documents=")
@@ -160,8 +146,7 @@ def search_sweep(
 
     ``queries`` are the full float query vectors (a dimension cut is applied here);
     ``documents`` the full float document vectors, needed only by binary specs to rescore.
-    ``seed`` draws the latency sample. Runs FAISS (and torch, for int8's exact search) on
-    ``threads`` threads.
+    ``seed`` draws the latency sample. Runs FAISS on ``threads`` threads.
     """
     if k < 1 or batch_size < 1 or latency_queries < 1 or repeats < 1:
         raise ValueError("k, batch_size, latency_queries and repeats must be positive")
@@ -170,7 +155,7 @@ def search_sweep(
         raise ValueError("no queries to search")
     sample = np.sort(np.random.default_rng(seed).choice(len(vectors), min(latency_queries, len(vectors)), replace=False))
     points = []
-    with thread_limit(threads, torch_threads=built.spec.kind == "int8"):
+    with thread_limit(threads):
         for value, prepare in _prepared_searches(built, k, documents):
             points.append(_measure(
                 built.spec, value, prepare(), vectors,

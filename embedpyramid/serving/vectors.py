@@ -1,20 +1,34 @@
-"""Vector transforms of level L4 and exact search under either metric.
+"""Vector transforms of level L4: dimension cuts, int8 and binary codes, pair scores.
 
-Scores follow one convention everywhere in L4: larger is better. Inner-product scores are dot
-products (cosines for unit vectors); L2 scores are negated squared Euclidean distances. Every
-(scores, indices) pair is ordered by score descending, then document index ascending.
+Scores follow one convention everywhere in L4 (that of :mod:`embedpyramid.retrieval.search`):
+larger is better. Inner-product scores are dot products, cosine scores dot products of unit
+vectors, L2 scores negated squared Euclidean distances. Every (scores, indices) pair is ordered
+by score descending, then document index ascending.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import faiss
 import numpy as np
 
-from embedpyramid.retrieval.search import exact_topk
-from embedpyramid.serving.specs import Metric
+from embedpyramid.retrieval.search import Metric
 
-INT8_LEVELS = 127
+UNIT_TOLERANCE = 1e-4
+"""Vectors whose norms all lie within this of 1 are treated as unit vectors (a normalizing card)."""
+
+
+def is_unit(vectors: np.ndarray) -> bool:
+    """Whether every non-zero row has norm 1 (within :data:`UNIT_TOLERANCE`)."""
+    norms = np.linalg.norm(vectors, axis=1)
+    norms = norms[norms > 0]
+    return bool(len(norms)) and bool(np.all(np.abs(norms - 1.0) <= UNIT_TOLERANCE))
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (float32); all-zero rows stay zero."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
 def truncate_and_normalize(vectors: np.ndarray, dimension: int) -> np.ndarray:
@@ -24,37 +38,47 @@ def truncate_and_normalize(vectors: np.ndarray, dimension: int) -> np.ndarray:
     """
     if not 1 <= dimension <= vectors.shape[1]:
         raise ValueError(f"cannot cut {vectors.shape[1]}-d vectors to {dimension} dimensions")
-    cut = np.array(vectors[:, :dimension], dtype=np.float32)
-    norms = np.linalg.norm(cut, axis=1, keepdims=True)
-    return np.divide(cut, norms, out=np.zeros_like(cut), where=norms > 0)
+    return unit(np.array(vectors[:, :dimension], dtype=np.float32))
 
 
-@dataclass(frozen=True, eq=False)
-class Int8Vectors:
-    """Stored vectors as int8 codes with one symmetric scale per dimension.
+def prepared_vectors(vectors: np.ndarray, metric: Metric, dimension: int | None) -> np.ndarray:
+    """The vectors an index stores or searches with, float32 and contiguous.
 
-    ``scale_j = max_i |x_ij| / 127`` and ``code_ij = round(x_ij / scale_j)`` in [-127, 127], so
-    ``|x_ij - code_ij · scale_j| <= scale_j / 2``; a dimension that is zero everywhere has scale
-    1 and codes 0. Search is exact over the dequantized vectors ``code · scale``.
+    A ``dimension`` cut keeps the leading coordinates and re-normalizes unit vectors (the
+    card's own ``dimension`` is "truncate, then normalize"); vectors that are not unit are only
+    truncated. Cosine indexes store unit vectors; vectors that are unit already are left as
+    they are, so a Flat index reproduces the exact run bit for bit.
     """
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if dimension is not None:
+        if not 1 <= dimension <= vectors.shape[1]:
+            raise ValueError(f"cannot cut {vectors.shape[1]}-d vectors to {dimension} dimensions")
+        was_unit = is_unit(vectors)
+        vectors = np.ascontiguousarray(vectors[:, :dimension])
+        if was_unit:
+            vectors = unit(vectors)
+    if metric == "cosine" and not is_unit(vectors):
+        vectors = unit(vectors)
+    return vectors
 
-    codes: np.ndarray  # (n, d) int8
-    scales: np.ndarray  # (d,) float32
 
-    @classmethod
-    def quantize(cls, vectors: np.ndarray) -> Int8Vectors:
-        vectors = np.asarray(vectors, dtype=np.float32)
-        peak = np.abs(vectors).max(axis=0, initial=0.0)
-        scales = np.where(peak > 0, peak / INT8_LEVELS, 1.0).astype(np.float32)
-        codes = np.clip(np.rint(vectors / scales), -INT8_LEVELS, INT8_LEVELS).astype(np.int8)
-        return cls(codes, scales)
+def symmetric_int8_index(vectors: np.ndarray, metric: Metric) -> faiss.IndexScalarQuantizer:
+    """int8 codes of the vectors in a FAISS ``IndexScalarQuantizer`` (8 bits per coordinate),
+    searched by FAISS with float queries like every other L4 index.
 
-    def dequantize(self) -> np.ndarray:
-        return self.codes.astype(np.float32) * self.scales
-
-    @property
-    def nbytes(self) -> int:
-        return self.codes.nbytes + self.scales.nbytes
+    Each dimension ``j`` gets the symmetric range ``[-m_j, m_j]``, ``m_j = max_i |x_ij|`` (1 for a
+    dimension that is zero everywhere), cut into 256 levels: ``code = floor((x + m_j) / (2 m_j)
+    · 255)`` and ``x̂ = -m_j + (code + 0.5) · 2 m_j / 255``, so ``|x - x̂| <= m_j / 255`` and zero
+    stays zero. (``kind: faiss, factory: SQ8`` differs in its range: ``[min_j, max_j]``.)
+    """
+    peak = np.abs(vectors).max(axis=0, initial=0.0)
+    peak = np.where(peak > 0, peak, 1.0).astype(np.float32)
+    faiss_metric = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
+    index = faiss.IndexScalarQuantizer(vectors.shape[1], faiss.ScalarQuantizer.QT_8bit, faiss_metric)
+    faiss.copy_array_to_vector(np.concatenate([-peak, 2 * peak]), index.sq.trained)
+    index.is_trained = True
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return index
 
 
 def binarize(vectors: np.ndarray) -> np.ndarray:
@@ -62,13 +86,6 @@ def binarize(vectors: np.ndarray) -> np.ndarray:
     if vectors.shape[1] % 8:
         raise ValueError(f"binary codes need a dimension divisible by 8, got {vectors.shape[1]}")
     return np.packbits(vectors > 0, axis=1)
-
-
-def order_rows(scores: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort each row by (score descending, index ascending); missing entries (index -1) last."""
-    scores = np.where(indices < 0, -np.inf, scores).astype(np.float32)
-    order = np.lexsort((indices, -scores), axis=-1)
-    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(indices, order, axis=1)
 
 
 def pair_scores(
@@ -90,28 +107,12 @@ def pair_scores(
         rows = slice(start, start + block_size)
         gathered = documents[np.maximum(indices[rows], 0)].astype(dtype, copy=False)
         query = np.asarray(queries[rows], dtype=dtype)
-        block = (
-            np.einsum("qjd,qd->qj", gathered, query)
-            if metric == "inner_product"
-            else -np.square(gathered - query[:, None, :]).sum(axis=2)
-        )
+        if metric == "l2":
+            block = -np.square(gathered - query[:, None, :]).sum(axis=2)
+        else:
+            block = np.einsum("qjd,qd->qj", gathered, query)
+            if metric == "cosine":
+                norms = np.linalg.norm(gathered, axis=2) * np.linalg.norm(query, axis=1)[:, None]
+                block = np.divide(block, norms, out=np.zeros_like(block), where=norms > 0)
         scores[rows] = np.where(indices[rows] < 0, np.nan, block)
     return scores
-
-
-def exact_search(queries: np.ndarray, documents: np.ndarray, k: int, metric: Metric) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k under ``metric`` with the blocked torch search of L2 (:func:`exact_topk`).
-
-    L2 ranks by ``q·d − ‖d‖²/2`` (an inner product of the vectors extended by 1 and −‖d‖²/2),
-    which orders like −‖q−d‖²; the returned scores are ``2s − ‖q‖² = −‖q−d‖²``.
-    """
-    if metric == "inner_product":
-        return exact_topk(queries, documents, k)
-    queries = np.asarray(queries, dtype=np.float32)
-    documents = np.asarray(documents, dtype=np.float32)
-    half_norms = 0.5 * np.einsum("nd,nd->n", documents, documents)
-    extended_queries = np.hstack([queries, np.ones((len(queries), 1), np.float32)])
-    extended_documents = np.hstack([documents, -half_norms[:, None]])
-    scores, indices = exact_topk(extended_queries, extended_documents, k)
-    query_norms = np.einsum("nd,nd->n", queries, queries)[:, None]
-    return order_rows(2 * scores - query_norms, indices)

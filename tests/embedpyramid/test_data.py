@@ -7,6 +7,7 @@ import pytest
 from embedpyramid.config import BeirDataset, ChatterbotDataset, load_config
 from embedpyramid.data import (
     DataError,
+    encoding_inputs,
     freeze_dataset,
     load_beir,
     load_chatterbot,
@@ -113,8 +114,6 @@ def test_beir_folder_loads_sorted_with_slices(tmp_path):
     [
         ([*CORPUS, '{"_id": "d4", "text": "broken\n'], QUERIES, QRELS, r"corpus\.jsonl:4: malformed JSON"),
         ([*CORPUS, {"_id": "d1", "text": "again"}], QUERIES, QRELS, r"corpus\.jsonl:4: duplicate id 'd1' \(first on line 2\)"),
-        ([*CORPUS, {"_id": "d4", "title": " ", "text": ""}], QUERIES, QRELS, r"corpus\.jsonl:4: document 'd4' has an empty title and text"),
-        (CORPUS, [*QUERIES, {"_id": "q4", "text": "  "}], QRELS, r"queries\.jsonl:4: query 'q4' has an empty text"),
         (CORPUS, QUERIES, QRELS + "q9\td1\t1\n", r"test\.tsv:5: query id 'q9' is not in queries\.jsonl"),
         (CORPUS, QUERIES, QRELS + "q1\td9\t1\n", r"test\.tsv:5: document id 'd9' is not in corpus\.jsonl"),
         (CORPUS, QUERIES, QRELS + "q1\td2\thigh\n", r"test\.tsv:5: score 'high' is not an integer grade"),
@@ -225,3 +224,35 @@ def test_broken_chatterbot_files_name_the_file_and_line(tmp_path, monkeypatch, c
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(DataError, match=message):
         load_chatterbot(chatterbot())
+# Like BEIR-format Cranfield: two empty documents, one of them judged relevant.
+EMPTY_CORPUS = [*CORPUS, {"_id": "471", "title": "", "text": ""}, {"_id": "995", "title": " ", "text": " "}]
+EMPTY_QUERIES = [*QUERIES, {"_id": "q4", "text": "  "}]
+EMPTY_QRELS = QRELS + "q2\t995\t1\nq4\td1\t1\n"
+
+
+def test_empty_texts_are_kept_by_default_and_listed_in_the_manifest(tmp_path):
+    raw = load_beir(write_beir(tmp_path / "beir", EMPTY_CORPUS, EMPTY_QUERIES, EMPTY_QRELS), BEIR)
+    assert raw.corpus["doc_id"].to_pylist() == ["471", "995", "d1", "d2", "d3"]
+    assert ("q2", "995", 1) in [tuple(r.values()) for r in raw.qrels.to_pylist()]
+    frozen = freeze_dataset("cran", raw, tmp_path / "frozen")
+    assert frozen.manifest["empty_texts"] == {"documents": ["471", "995"], "queries": ["q4"]}
+    assert frozen.manifest["source"]["empty_texts"]["policy"] == "keep"
+    inputs = encoding_inputs(frozen, "document")
+    assert inputs.texts[:2] == ["", ""]
+
+
+def test_empty_texts_dropped_list_what_went_with_them(tmp_path):
+    spec = BEIR.model_copy(update={"empty_texts": "drop"})
+    raw = load_beir(write_beir(tmp_path, EMPTY_CORPUS, EMPTY_QUERIES, EMPTY_QRELS), spec)
+    assert raw.corpus["doc_id"].to_pylist() == ["d1", "d2", "d3"] and "q4" not in raw.queries["query_id"].to_pylist()
+    assert raw.source["empty_texts"] == {"policy": "drop", "dropped_documents": ["471", "995"],
+                                         "dropped_queries": ["q4"], "dropped_qrels": [["q2", "995", 1], ["q4", "d1", 1]]}
+    assert raw.qrels.num_rows == 3
+
+
+def test_empty_texts_as_an_error_name_the_line_and_the_option(tmp_path):
+    spec = BEIR.model_copy(update={"empty_texts": "error"})
+    with pytest.raises(DataError, match=r"corpus\.jsonl:4: document '471' has an empty title and text; set empty_texts"):
+        load_beir(write_beir(tmp_path, EMPTY_CORPUS, QUERIES, QRELS), spec)
+    with pytest.raises(DataError, match=r"queries\.jsonl:4: query 'q4' has an empty text; set empty_texts: keep"):
+        load_beir(write_beir(tmp_path, CORPUS, EMPTY_QUERIES, QRELS), spec)

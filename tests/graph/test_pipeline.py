@@ -45,8 +45,9 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "raw_document_embeddings": ["document_embeddings", "frozen_dataset"],
         "norm_geometry": ["frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
         "normalization_price": ["frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
+        "efficiency": ["document_embeddings", "exact_topk", "query_embeddings"],
         "comparisons": ["retrieval_metrics"],
-        "results_db": ["comparisons", "retrieval_metrics"],
+        "results_db": ["comparisons", "efficiency", "retrieval_metrics"],
         **{ann_asset_name(spec): ["document_embeddings", "exact_topk", "frozen_dataset", "query_embeddings"]
            for spec in SPECS},
         "serving_frontier": sorted(ann_asset_name(spec) for spec in SPECS),
@@ -67,12 +68,9 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     assert report.materialized == [(key, "chatterbot-en") for key in keys]
     minilm_key, use_key = config.models["minilm-l6"].key, config.models["use-m3"].key
     d256_key = config.models["minilm-l6-d256"].key
-    # MiniLM ships a Normalize module: its raw vectors need a second, stripped pass. USE has
-    # nothing to strip: one pass stores both its raw and its card vectors.
-    assert sorted(report.encoded) == sorted(
-        [(key, "chatterbot-en", kind) for key in (minilm_key, d256_key)
-         for kind in ("document", "query", "raw_document", "raw_query")]
-        + [(use_key, "chatterbot-en", kind) for kind in ("document", "query")])
+    # One forward pass per text: the card's table is derived from the raw one (MiniLM's
+    # Normalize module is stripped for the pass), so the raw assets encode nothing more.
+    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys for kind in ("document", "query"))
     assert report.summary_built
 
     n_measures = len(config.protocol.measures())
@@ -192,11 +190,19 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     flat = serving.filter(pl.col("spec") == "flat").row(0, named=True)
     assert (flat["ann_recall"], flat["delta"], flat["delta_ci_low"], flat["delta_ci_high"]) == (1.0, 0.0, 0.0, 0.0)
     assert flat["ann_value"] == flat["exact_value"] == pytest.approx(means_of(board, minilm_key)["nDCG@10"])
-    runs = sorted(p.name for p in (tmp_path / "serving" / "chatterbot-en" / minilm_key / "hnsw32" / "runs").iterdir())
-    assert runs == [f"efSearch-{value}.parquet" for value in (128, 16, 256, 32, 64)]
+    hnsw_runs = tmp_path / "serving" / "chatterbot-en" / minilm_key / "hnsw32" / "runs"
+    assert sorted(p.name for p in hnsw_runs.iterdir()) == ["seed-42", "seed-43", "seed-44"]
+    assert sorted(p.name for p in (hnsw_runs / "seed-43").iterdir()) == [
+        f"efSearch-{value}.parquet" for value in (128, 16, 256, 32, 64)]
     hnsw = serving.filter(pl.col("spec") == "hnsw32").sort("sweep_value")
-    assert hnsw["sweep_value"].to_list() == [16, 32, 64, 128, 256]
+    assert hnsw["sweep_value"].to_list() == [16, 32, 64, 128, 256] and set(hnsw["seeds"]) == {"42,43,44"}
     assert hnsw["ann_recall"].is_sorted() and hnsw["ann_recall"][-1] >= 0.99
+    assert (hnsw["ann_recall_sd"] >= 0).all() and flat["n_seeds"] == 1 and flat["ann_recall_sd"] is None
+    # FAISS's small-training-set warning is one finding of the spec, not 32 printed lines.
+    ivf_pq = serving.filter(pl.col("spec") == "ivf-pq")
+    assert set(ivf_pq["training_finding"]) == {"IVF22,PQ32 trained on 870 vectors; FAISS recommends ≥ 9,984 "
+                                                "(256 centroids per PQ sub-quantizer × 39)"}
+    assert set(serving["index_metric"]) == {"inner_product"} and set(serving["reference_metric"]) == {"inner_product"}
     assert set(serving["spec"]) == set(SPECS)
     assert (serving["qps"] > 0).all() and (serving["p95_ms"] >= serving["p50_ms"]).all() and (serving["index_bytes"] > 0).all()
     flat_per_query = pl.read_parquet(tmp_path / "serving" / "chatterbot-en" / minilm_key / "flat" / "per_query.parquet")
@@ -221,7 +227,7 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     default_models = {name: default_models[name] for name in ("minilm-l6", "use-m3")}
     first = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
     use_key = load_config(tmp_path / "c1").models["use-m3"].key
-    assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 6
+    assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 4
 
     again = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
     assert (again.materialized, again.encoded, again.frozen, len(again.skipped)) == ([], [], [], 2)
@@ -236,8 +242,7 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
         report = small_run(write_configs, small_chatterbot, changed, instance, data, f"c-{field}")
         new_key = load_config(tmp_path / f"c-{field}").models["minilm-l6"].key
         assert report.materialized == [(new_key, "chatterbot-small")], field
-        assert sorted(report.encoded) == [(new_key, "chatterbot-small", kind)
-                                          for kind in ("document", "query", "raw_document", "raw_query")]
+        assert sorted(report.encoded) == [(new_key, "chatterbot-small", kind) for kind in ("document", "query")]
         assert (use_key, "chatterbot-small") in report.skipped
 
     added = {**default_models, "minilm-l6-64": {**minilm, "dimension": 64}}
@@ -254,10 +259,12 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     protocol = {**default_section("protocol"), "comparison": {**default_section("protocol")["comparison"], "seed": 7}}
     reseeded = run_pipeline(write_configs("c-seed", models=default_models, datasets=small_chatterbot, protocol=protocol),
                             data, instance=instance)
-    # The comparison seed also seeds the L1 price intervals: L1 and the summary move, nothing else.
+    # The comparison seed also seeds the L1 price intervals and the latency sample of the
+    # efficiency group: those and the summary move, nothing else.
     assert (reseeded.encoded, reseeded.skipped, reseeded.summary_built) == ([], [], True)
-    assert sorted(reseeded.groups) == sorted((key, "chatterbot-small", "l1_geometry") for key in
-                                             (load_config(tmp_path / "c-seed").models[m].key for m in default_models))
+    assert sorted(reseeded.groups) == sorted((key, "chatterbot-small", group) for key in
+                                             (load_config(tmp_path / "c-seed").models[m].key for m in default_models)
+                                             for group in ("l1_geometry", "efficiency"))
     assert pl.read_parquet(data / "comparisons" / "comparisons.parquet")["seed"].unique().to_list() == [7]
 
     # Forcing a re-materialization of a cached partition still encodes nothing.
@@ -359,7 +366,7 @@ def test_a_dimension_cut_changes_the_l4_assets_only(write_configs, default_model
     first = run_pipeline(write_configs("a", models=models, datasets=small_chatterbot, ann=ann), data, instance=instance)
     key = load_config(tmp_path / "a").models["minilm-l6"].key
     assert first.failures == [] and {group for _, _, group in first.groups} == {
-        "l2_retrieval", "l1_geometry", "l4:flat", "l4:cut", "l4_frontier"}
+        "l2_retrieval", "l1_geometry", "efficiency", "l4:flat", "l4:cut", "l4_frontier"}
 
     cut64 = small_ann(flat={"factory": "Flat"}, cut={"factory": "Flat", "dimension": 64})
     second = run_pipeline(write_configs("b", models=models, datasets=small_chatterbot, ann=cut64), data, instance=instance)
@@ -370,17 +377,49 @@ def test_a_dimension_cut_changes_the_l4_assets_only(write_configs, default_model
     cut = summary.filter(pl.col("spec") == "cut").row(0, named=True)
     assert cut["dimension"] == 64 and cut["ann_recall"] < 1.0 and cut["bytes_per_vector"] < 0.2 * summary.filter(
         pl.col("spec") == "flat")["bytes_per_vector"][0]
-    assert len(list((data / "indexes").glob("cut-*.index"))) == 2
+    assert len(list((data / "indexes").glob("cut-*"))) == 2
 
 
-def test_an_l2_index_for_a_cosine_model_is_refused(write_configs, default_models, small_chatterbot, tmp_path):
+def test_an_l2_spec_on_a_cosine_card_runs_with_a_warning_naming_both(write_configs, default_models, small_chatterbot,
+                                                                       tmp_path):
     models = {"minilm-l6": default_models["minilm-l6"]}
     folder = write_configs(models=models, datasets=small_chatterbot, ann=small_ann(euclid={"factory": "Flat", "metric": "l2"}))
+    instance = dg.DagsterInstance.ephemeral()
+    report = run_pipeline(folder, tmp_path / "data", instance=instance)
+    assert report.failures == []
+    key = load_config(folder).models["minilm-l6"].key
+    record = instance.fetch_materializations(dg.AssetRecordsFilter(
+        dg.AssetKey(ann_asset_name("euclid")), asset_partitions=[model_dataset_key(key, "chatterbot-small")]),
+        limit=1).records[0]
+    (finding,) = record.asset_materialization.metadata["findings"].value
+    assert finding.startswith("spec 'euclid' (faiss Flat) overrides the card's similarity 'inner_product' with 'l2'")
+    summary = pl.read_parquet(tmp_path / "data" / "serving" / "chatterbot-small" / key / "summary.parquet")
+    assert summary["index_metric"].to_list() == ["l2"] and summary["reference_metric"].to_list() == ["inner_product"]
+    assert finding in (tmp_path / "data" / "report" / "report.md").read_text()
+
+
+def test_a_card_that_does_not_normalize_is_searched_in_its_own_metric(write_configs, default_models, small_chatterbot,
+                                                                      tmp_path):
+    """Exact search and every L4 spec rank by the card's similarity: Flat matches exact exactly."""
+    euclid = {**default_models["minilm-l6"], "normalize": False, "similarity": "l2"}
+    folder = write_configs(models={"euclid": euclid}, datasets=small_chatterbot,
+                           ann=small_ann(flat={"factory": "Flat"}, hnsw={"factory": "HNSW32", "sweep": {"efSearch": [64]}}))
     report = run_pipeline(folder, tmp_path / "data", instance=dg.DagsterInstance.ephemeral())
-    assert len(report.failures) == 1
-    assert "metric 'l2', but the model card normalizes its vectors (cosine scores)" in report.failures[0]
-    assert "set metric: inner_product on the spec" in report.failures[0]
-    assert not (tmp_path / "data" / "indexes").exists()
+    assert report.failures == []
+    config, store = load_config(folder), ArtifactStore(tmp_path / "data")
+    model = config.models["euclid"]
+    frozen = open_frozen(store.dataset_dir("chatterbot-small"))
+    _, queries = read_embeddings(cached_embedding_path(store, model, frozen, "query"))
+    doc_ids, documents = read_embeddings(cached_embedding_path(store, model, frozen, "document"))
+    assert (np.abs(np.linalg.norm(documents, axis=1) - 1) > 0.05).all()  # raw vectors: Normalize stripped
+    run = pl.read_parquet(store.run_dir("chatterbot-small", model.key) / "exact.parquet")
+    distances = ((queries[:, None, :].astype(np.float64) - documents[None]) ** 2).sum(-1)
+    assert run.filter(pl.col("rank") == 1)["doc_id"].to_list() == [doc_ids[i] for i in distances.argmin(axis=1)]
+    summary = pl.read_parquet(tmp_path / "data" / "serving" / "chatterbot-small" / model.key / "summary.parquet")
+    flat = summary.filter(pl.col("spec") == "flat").row(0, named=True)
+    assert flat["index_metric"] == "l2" and flat["ann_recall"] == 1.0
+    assert (flat["delta"], flat["delta_ci_low"], flat["delta_ci_high"]) == (0.0, 0.0, 0.0)
+    assert flat["ann_value"] == flat["exact_value"]
 
 
 def test_truncated_slice_holds_the_queries_a_short_card_cuts(write_configs, default_models, small_chatterbot, tmp_path):

@@ -1,9 +1,11 @@
+import dataclasses
 import json
 
 import duckdb
 import polars as pl
 import pytest
 
+from embedpyramid.efficiency import EFFICIENCY_SCHEMA, efficiency_frame
 from embedpyramid.reports.results import EvaluatedPartition, build_results_db, format_leaderboard, read_leaderboard
 
 
@@ -51,6 +53,22 @@ def test_results_db_views_and_leaderboard(tmp_path):
     assert table[3].split() == ["n", "queries", "2", "2"] and table[4].split() == ["nDCG@10", "0.7500", "0.1250"]
     assert json.loads(format_leaderboard(board, "json"))[0]["mean"] == 0.75
     assert format_leaderboard(board, "csv").splitlines()[0] == "dataset,model,system,metric,mean,n"
+
+
+def test_the_efficiency_view_joins_each_row_to_its_leaderboard_quality(tmp_path):
+    a, b = partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0]), partition(tmp_path, "b@2", [0.0, 0.25, 0.0, 0.0])
+    rows = [{**dict.fromkeys(EFFICIENCY_SCHEMA), "dataset": "d", "model": "a@1", "documents_per_second": 50.0}]
+    efficiency_frame(rows).write_parquet(tmp_path / "efficiency.parquet")
+    a = dataclasses.replace(a, efficiency_path=tmp_path / "efficiency.parquet")
+    db = build_results_db(tmp_path / "results.duckdb", [a, b], quality_metric="P@1")
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.sql("SELECT model, documents_per_second, quality_metric, quality FROM efficiency").fetchall() == [
+            ("a@1", 50.0, "P@1", 0.5)]
+    db = build_results_db(tmp_path / "empty.duckdb", [b])
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM efficiency").fetchall() == [(0,)]
+        assert [row[0] for row in con.execute("DESCRIBE efficiency").fetchall()] == [
+            *EFFICIENCY_SCHEMA, "quality_metric", "quality"]
 
 
 def test_nothing_to_summarize_and_missing_db(tmp_path):

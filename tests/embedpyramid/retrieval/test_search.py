@@ -39,3 +39,42 @@ def test_run_table():
     run = run_table(["q1", "q2"], ["d1", "d2"], scores, indices)
     assert run.to_pylist()[0] == {"query_id": "q1", "rank": 1, "doc_id": "d2", "score": pytest.approx(0.9)}
     assert run["rank"].to_pylist() == [1, 2, 1, 2]
+
+
+def test_each_metric_equals_brute_force_in_float64():
+    rng = np.random.default_rng(3)
+    documents = rng.standard_normal((300, 8)).astype(np.float32) * rng.uniform(0.1, 5, (300, 1)).astype(np.float32)
+    documents[17] = 0.0  # a zero vector scores 0 under cosine rather than NaN
+    queries = rng.standard_normal((20, 8)).astype(np.float32)
+    q64, d64 = queries.astype(np.float64), documents.astype(np.float64)
+    d_norms = np.linalg.norm(d64, axis=1)
+    expected = {
+        "inner_product": q64 @ d64.T,
+        "cosine": (q64 @ d64.T) / np.linalg.norm(q64, axis=1)[:, None] / np.where(d_norms > 0, d_norms, 1.0),
+        "l2": -((q64[:, None, :] - d64[None]) ** 2).sum(-1),
+    }
+    for metric, reference in expected.items():
+        scores, indices = exact_topk(queries, documents, 7, metric=metric, doc_block_size=64, query_block_size=8)
+        np.testing.assert_array_equal(indices, np.argsort(-reference, axis=1, kind="stable")[:, :7], err_msg=metric)
+        np.testing.assert_allclose(scores, np.take_along_axis(reference, indices, axis=1), rtol=1e-4, atol=1e-4)
+
+
+def test_streamed_blocks_give_the_same_run_as_a_matrix_and_report_progress():
+    rng = np.random.default_rng(11)
+    documents = rng.integers(-2, 3, (1000, 6)).astype(np.float32)
+    queries = rng.integers(-2, 3, (50, 6)).astype(np.float32)
+    seen = []
+    blocks = (documents[start : start + 128] for start in range(0, 1000, 128))
+    streamed = exact_topk(queries, blocks, 25, metric="l2", n_documents=1000, progress=lambda d, t: seen.append((d, t)))
+    in_memory = exact_topk(queries, documents, 25, metric="l2", doc_block_size=333)
+    for got, expected in zip(streamed, in_memory, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert seen[-1] == (1000, 1000) and len(seen) == 8
+
+
+def test_importing_search_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, embedpyramid.retrieval.search, embedpyramid.encode; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -25,12 +25,16 @@ def corpus(clustered, dim: int):
     return documents, queries, exact_scores, exact_indices, query_ids, doc_ids, qrels
 
 
-def evaluate(spec, data, **options):
+def evaluate(spec, data, seeds=(None,), **options):
     documents, queries, exact_scores, exact_indices, query_ids, doc_ids, qrels = data
-    built = build_index(spec, documents, seed=spec.seed)
-    points = search_sweep(built, queries, 10, batch_size=16, latency_queries=5, seed=0, documents=documents)
+    spec = spec.model_copy(update={"metric": spec.metric or "inner_product"})
+    builds = []
+    for seed in seeds:
+        built = build_index(spec, documents, seed=spec.seed if seed is None else seed)
+        builds.append((built, search_sweep(built, queries, 10, batch_size=16, latency_queries=5, seed=0,
+                                           documents=documents)))
     return evaluate_spec(
-        built, points, exact_scores=exact_scores, exact_indices=exact_indices, queries=queries, documents=documents,
+        builds, exact_scores=exact_scores, exact_indices=exact_indices, queries=queries, documents=documents,
         query_ids=query_ids, doc_ids=doc_ids, qrels=qrels, measures=MEASURES, n_resamples=999, **options,
     )
 
@@ -53,6 +57,25 @@ def test_flat_has_recall_one_and_the_exact_metrics(clustered, make_spec):
     assert row["delta"] == row["delta_ci_low"] == row["delta_ci_high"] == 0.0
     assert row["n_evaluated"] == 59 and row["n_queries"] == 60 and row["sweep_param"] is None
     assert row["factory"] == "Flat" and row["seed"] == 42 and row["build_threads"] == 1 and row["qps"] > 0
+    assert (row["n_seeds"], row["seeds"], row["ann_recall_sd"], row["delta_sd"]) == (1, "42", None, None)
+
+
+def test_seeds_give_mean_and_sd_over_builds_and_the_ci_of_the_seed_averaged_delta(clustered, make_spec):
+    data = corpus(clustered, dim=32)
+    spec = make_spec("hnsw", factory="HNSW4", sweep={"efSearch": [4, 64]})
+    seeded = evaluate(spec, data, seeds=(1, 2, 3))
+    singles = [evaluate(spec, data, seeds=(seed,)) for seed in (1, 2, 3)]
+    assert seeded.per_query["seed"].unique().sort().to_list() == [1, 2, 3]
+    for position, row in enumerate(seeded.summary.iter_rows(named=True)):
+        recalls = [single.summary["ann_recall"][position] for single in singles]
+        deltas = [single.summary["delta"][position] for single in singles]
+        assert row["n_seeds"] == 3 and row["seeds"] == "1,2,3"
+        assert row["ann_recall"] == pytest.approx(np.mean(recalls))
+        assert row["ann_recall_sd"] == pytest.approx(np.std(recalls, ddof=1))
+        assert row["delta"] == pytest.approx(np.mean(deltas)) and row["delta_sd"] == pytest.approx(np.std(deltas, ddof=1))
+        assert row["delta_ci_low"] <= row["delta"] <= row["delta_ci_high"]
+    low_ef = seeded.summary.row(0, named=True)
+    assert low_ef["ann_recall_sd"] > 0  # the builds differ: one lucky build is not the number
 
 
 def test_a_64d_cut_of_a_384d_model_changes_the_l4_results_only(clustered, make_spec):
@@ -93,13 +116,13 @@ def test_a_sweep_gives_one_summary_row_per_point_and_groups_resample_together(cl
 
 def test_measures_past_k_and_an_unmeasured_delta_metric_are_refused(clustered, make_spec):
     documents, queries, exact_scores, exact_indices, query_ids, doc_ids, qrels = corpus(clustered, dim=16)
-    built = build_index(make_spec(factory="Flat"), documents, seed=0)
+    built = build_index(make_spec(factory="Flat", metric="inner_product"), documents, seed=0)
     points = search_sweep(built, queries, 10, batch_size=16, latency_queries=5, seed=0)
     common = {"exact_scores": exact_scores, "exact_indices": exact_indices, "queries": queries, "documents": documents,
               "query_ids": query_ids, "doc_ids": doc_ids, "qrels": qrels}
     with pytest.raises(ValueError, match=r"\['nDCG@20', 'RPrec'\] read past the ANN depth k=10"):
-        evaluate_spec(built, points, measures=[parse_measure(m) for m in ("nDCG@20", "RPrec")], **common)
+        evaluate_spec([(built, points)], measures=[parse_measure(m) for m in ("nDCG@20", "RPrec")], **common)
     with pytest.raises(ValueError, match="delta_metric 'MAP@10' is not among the measures"):
-        evaluate_spec(built, points, measures=MEASURES, delta_metric="MAP@10", **common)
+        evaluate_spec([(built, points)], measures=MEASURES, delta_metric="MAP@10", **common)
     with pytest.raises(ValueError, match="no sweep points"):
-        evaluate_spec(built, [], measures=MEASURES, **common)
+        evaluate_spec([(built, [])], measures=MEASURES, **common)

@@ -1,9 +1,14 @@
+import os
+import subprocess
+import sys
+import threading
+
 import faiss
 import numpy as np
 import pytest
 
-from embedpyramid.serving import build_index, index_file_name, load_index, save_index
-from embedpyramid.serving.index import manifest_path, serialize_index, thread_limit
+from embedpyramid.serving import build_index, index_complete, index_file_name, load_index, save_index
+from embedpyramid.serving.index import INDEX_FILE, manifest_path, serialize_index, thread_limit
 
 
 def ivf_centroids(built) -> np.ndarray:
@@ -40,7 +45,7 @@ def test_build_records_its_cost(clustered, make_spec):
     cut = build_index(make_spec(factory="Flat", dimension=8), documents, seed=0)
     assert cut.dimension == 8 and cut.index.d == 8
     int8 = build_index(make_spec(kind="int8"), documents, seed=0)
-    assert int8.factory == "Int8Flat" and 32 <= int8.bytes_per_vector < 34
+    assert int8.factory == "Int8Flat" and 32 <= int8.bytes_per_vector < 33
     binary = build_index(make_spec(kind="binary", sweep={"rescore": [10]}), documents, seed=0)
     assert binary.factory == "BFlat" and binary.index.code_size == 4
 
@@ -63,15 +68,66 @@ def test_thread_limit_restores_the_previous_counts():
 @pytest.mark.parametrize("fields", [{"factory": "HNSW16"}, {"kind": "int8"}, {"kind": "binary", "sweep": {"rescore": [10]}}])
 def test_save_and_load_round_trip_under_a_content_addressed_name(tmp_path, clustered, make_spec, fields):
     documents, _ = clustered(n_docs=500, dim=16)
-    spec = make_spec("idx", **fields)
+    spec = make_spec("idx", metric="inner_product", **fields)
     built = build_index(spec, documents, seed=3)
     path = save_index(built, tmp_path / index_file_name(spec, "embeddings-sha", 3))
-    assert manifest_path(path).is_file() and not list(tmp_path.glob(".*.tmp"))
+    assert index_complete(path) and manifest_path(path).is_file() and os.listdir(tmp_path) == [path.name]
     loaded = load_index(path, spec)
     assert serialize_index(loaded.index) == serialize_index(built.index)
     assert loaded.manifest() == built.manifest()
     with pytest.raises(ValueError, match="was built from"):
-        load_index(path, make_spec("idx", factory="Flat"))
-    manifest_path(path).unlink()
-    with pytest.raises(FileNotFoundError, match="not saved completely"):
+        load_index(path, make_spec("idx", factory="Flat", metric="inner_product"))
+
+
+def test_an_index_without_its_manifest_counts_as_absent_and_is_replaced(tmp_path, clustered, make_spec):
+    """The state a run killed between the index and its manifest used to leave behind."""
+    documents, _ = clustered(n_docs=500, dim=16)
+    spec = make_spec("idx", factory="Flat", metric="inner_product")
+    path = tmp_path / index_file_name(spec, "sha", 0)
+    path.mkdir()
+    (path / INDEX_FILE).write_bytes(b"half an index")
+    assert not index_complete(path)
+    with pytest.raises(FileNotFoundError, match="no complete saved index"):
         load_index(path, spec)
+    built = build_index(spec, documents, seed=0)
+    save_index(built, path)
+    assert serialize_index(load_index(path, spec).index) == serialize_index(built.index)
+
+
+def test_two_runs_saving_the_same_index_both_succeed(tmp_path, clustered, make_spec):
+    documents, _ = clustered(n_docs=500, dim=16)
+    spec = make_spec("idx", factory="HNSW16", metric="inner_product")
+    path = tmp_path / index_file_name(spec, "sha", 0)
+    builds = [build_index(spec, documents, seed=0) for _ in range(4)]
+    barrier, errors = threading.Barrier(len(builds)), []
+
+    def save(built):
+        barrier.wait()
+        try:
+            save_index(built, path)
+        except Exception as error:  # noqa: BLE001 - collected and asserted below
+            errors.append(error)
+
+    threads = [threading.Thread(target=save, args=(built,)) for built in builds]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and index_complete(path) and os.listdir(tmp_path) == [path.name]
+    assert serialize_index(load_index(path, spec).index) == serialize_index(builds[0].index)
+
+
+def test_a_small_training_set_is_one_finding_not_faiss_prints():
+    """FAISS prints one warning per PQ sub-quantizer (32 for PQ32); the build says it once."""
+    script = (
+        "import numpy as np\n"
+        "from embedpyramid.serving import IndexSpec, build_index\n"
+        "vectors = np.random.default_rng(0).standard_normal((870, 64)).astype(np.float32)\n"
+        "spec = IndexSpec(name='ivf-pq', factory='IVF{n},PQ32', metric='inner_product', seed=1)\n"
+        "print(build_index(spec, vectors, seed=1).training_findings)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            cwd=os.getcwd())
+    assert "WARNING" not in result.stderr and "clustering" not in result.stderr
+    assert result.stdout.strip() == ("('IVF22,PQ32 trained on 870 vectors; FAISS recommends ≥ 9,984 "
+                                     "(256 centroids per PQ sub-quantizer × 39)',)")

@@ -4,7 +4,14 @@ import pytest
 import yaml
 
 from embedpyramid.config import ConfigError
-from embedpyramid.serving import check_metric, index_file_name, load_ann_config, nlist_for, resolve_factory
+from embedpyramid.serving import (
+    build_seeds,
+    index_file_name,
+    load_ann_config,
+    nlist_for,
+    resolve_factory,
+    resolve_metric,
+)
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "ann.yaml"
 
@@ -25,7 +32,8 @@ def test_shipped_config_loads_with_every_required_kind():
     assert config.spec("hnsw32").sweep.param == "efSearch"
     assert config.spec("ivf-flat").sweep.param == "nprobe"
     assert all(spec.seed == config.settings.seed for spec in config.specs)
-    assert config.settings.recall_targets == (0.9, 0.95, 0.99)
+    assert all(spec.metric is None for spec in config.specs)  # every spec takes the card's metric
+    assert config.settings.recall_targets == (0.9, 0.95, 0.99) and config.settings.seeds == 3
     assert [str(m) for m in config.settings.measure_objects()][0] == "nDCG@10"
 
 
@@ -45,14 +53,14 @@ def test_spec_seed_overrides_the_default(tmp_path):
         ({"hnsw": {"factory": "HNSW32", "sweep": {"ef": [16]}}}, None,
          r"indexes\.hnsw\.sweep\.param.*'efSearch', 'nprobe' or 'rescore'"),
         ({"x": {"kind": "graph"}}, None, r"indexes\.x\.kind.*'faiss', 'binary' or 'int8'"),
-        ({"x": {"factory": "Flat", "metric": "cosine"}}, None, r"indexes\.x\.metric.*'inner_product' or 'l2'"),
+        ({"x": {"factory": "Flat", "metric": "dot"}}, None, r"indexes\.x\.metric.*'inner_product', 'cosine' or 'l2'"),
         ({"x": {"kind": "faiss"}}, None, r"indexes\.x.*needs a factory"),
         ({"x": {"kind": "int8", "factory": "Flat"}}, None, r"indexes\.x.*takes no factory"),
         ({"x": {"factory": "HNSW{n}"}}, None, r"indexes\.x.*only allowed as the IVF list count"),
         ({"x": {"factory": "IVF{n},PQ{n}"}}, None, r"indexes\.x.*only allowed as the IVF list count"),
         ({"b": {"kind": "binary"}}, None, r"indexes\.b.*needs sweep: \{rescore"),
         ({"b": {"kind": "binary", "sweep": {"rescore": [5, 50]}}}, None, r"indexes\.b\.sweep: rescore values must be at least settings\.k=10"),
-        ({"x": {"factory": "Flat", "metric": "l2", "dimension": 64}}, None, r"indexes\.x.*use metric 'inner_product'"),
+        ({"x": {"factory": "HNSW32", "seeds": 0}}, None, r"indexes\.x\.seeds"),
         ({"x": {"factory": "Flat", "dimension": 0}}, None, r"indexes\.x\.dimension"),
         ({"x": {"factory": "Flat", "nlist": 4}}, None, r"indexes\.x\.nlist: unknown key; allowed here: .*factory"),
         ({"Bad Name": {"factory": "Flat"}}, None, r"indexes\.Bad Name: names must be"),
@@ -76,13 +84,27 @@ def test_missing_file_and_empty_indexes(tmp_path):
         load_ann_config(write_config(tmp_path, {}))
 
 
-def test_l2_spec_on_a_normalized_card_is_refused_naming_the_spec(make_spec):
-    with pytest.raises(ConfigError, match=r"spec 'hnsw-l2' \(faiss HNSW32\) has metric 'l2'.*normalizes its vectors"):
-        check_metric(make_spec("hnsw-l2", factory="HNSW32", metric="l2"), normalized=True)
-    with pytest.raises(ConfigError, match=r"spec 'ip'.*does not normalize.*metric: l2"):
-        check_metric(make_spec("ip", factory="Flat"), normalized=False)
-    check_metric(make_spec("ip", factory="Flat"), normalized=True)
-    check_metric(make_spec("l2", factory="Flat", metric="l2"), normalized=False)
+def test_a_spec_takes_the_cards_metric_and_an_override_warns_naming_both(make_spec):
+    spec = make_spec("hnsw", factory="HNSW32")
+    for card_metric in ("inner_product", "cosine", "l2"):
+        resolved, warning = resolve_metric(spec, card_metric, unit_vectors=False)
+        assert resolved.metric == card_metric and warning is None
+    resolved, warning = resolve_metric(make_spec("hnsw-l2", factory="HNSW32", metric="l2"), "inner_product",
+                                       unit_vectors=True)
+    assert resolved.metric == "l2"
+    assert warning.startswith("spec 'hnsw-l2' (faiss HNSW32) overrides the card's similarity 'inner_product' with 'l2'")
+    # Over unit vectors cosine and inner product rank alike: nothing to warn about.
+    assert resolve_metric(make_spec("c", factory="Flat", metric="cosine"), "inner_product", unit_vectors=True)[1] is None
+    assert resolve_metric(make_spec("c", factory="Flat", metric="cosine"), "inner_product", unit_vectors=False)[1]
+
+
+def test_stochastic_specs_are_built_with_several_seeds(make_spec):
+    settings = load_ann_config(SHIPPED).settings
+    assert build_seeds(make_spec(factory="HNSW32", seed=5), settings) == (5, 6, 7)
+    assert build_seeds(make_spec(factory="IVF{n},PQ32", seed=5, seeds=2), settings) == (5, 6)
+    for deterministic in ({"factory": "Flat"}, {"factory": "SQ8"}, {"kind": "int8"},
+                          {"kind": "binary", "sweep": {"rescore": [10]}}):
+        assert build_seeds(make_spec(**deterministic, seed=5), settings) == (5,)
 
 
 def test_nlist_rule_and_resolved_factory(make_spec):
@@ -94,9 +116,12 @@ def test_nlist_rule_and_resolved_factory(make_spec):
 
 
 def test_index_file_name_is_content_addressed(make_spec):
-    spec = make_spec("hnsw", factory="HNSW32", sweep={"efSearch": [16, 32]})
+    spec = make_spec("hnsw", factory="HNSW32", sweep={"efSearch": [16, 32]}, metric="inner_product")
     name = index_file_name(spec, "sha-a", 42)
     assert name.startswith("hnsw-") and name == index_file_name(spec, "sha-a", 42)
-    assert name == index_file_name(make_spec("hnsw", factory="HNSW32"), "sha-a", 42)  # sweeps are search-time
+    assert name == index_file_name(make_spec("hnsw", factory="HNSW32", metric="inner_product"), "sha-a", 42)
     assert len({name, index_file_name(spec, "sha-b", 42), index_file_name(spec, "sha-a", 43),
-                index_file_name(make_spec("hnsw", factory="HNSW16"), "sha-a", 42)}) == 4
+                index_file_name(make_spec("hnsw", factory="HNSW16", metric="inner_product"), "sha-a", 42),
+                index_file_name(make_spec("hnsw", factory="HNSW32", metric="l2"), "sha-a", 42)}) == 5
+    with pytest.raises(ValueError, match="resolve its metric against the card first"):
+        index_file_name(make_spec("hnsw", factory="HNSW32"), "sha-a", 42)

@@ -2,14 +2,14 @@ import numpy as np
 import pytest
 
 from embedpyramid.retrieval.search import exact_topk
-from embedpyramid.serving import ann_recall_at_k, build_index, exact_search, search_sweep
+from embedpyramid.serving import ann_recall_at_k, build_index, search_sweep
 
 SEARCH = {"batch_size": 32, "latency_queries": 10, "seed": 0}
 
 
 def test_flat_reproduces_the_exact_topk(clustered, make_spec):
     documents, queries = clustered(n_docs=3000, n_queries=80, dim=48)
-    built = build_index(make_spec(factory="Flat"), documents, seed=0)
+    built = build_index(make_spec(factory="Flat", metric="inner_product"), documents, seed=0)
     (point,) = search_sweep(built, queries, 10, **SEARCH)
     exact_scores, exact_indices = exact_topk(queries, documents, 10)
     np.testing.assert_array_equal(point.indices, exact_indices)
@@ -57,15 +57,27 @@ def test_binary_rescores_candidates_with_the_float_vectors(clustered, make_spec)
     np.testing.assert_allclose(narrow.scores, (queries[:, None, :] * documents[narrow.indices]).sum(-1), rtol=1e-5)
 
 
-def test_int8_and_l2_specs_search_exactly_over_their_vectors(clustered, make_spec):
+@pytest.mark.parametrize("metric", ["inner_product", "l2"])
+def test_int8_is_searched_by_faiss_and_flat_reproduces_each_metric(clustered, make_spec, metric):
     documents, queries = clustered(n_docs=1000, n_queries=40, dim=32)
-    (int8,) = search_sweep(build_index(make_spec(kind="int8"), documents, seed=0), queries, 10, **SEARCH)
-    assert ann_recall_at_k(int8.indices, exact_topk(queries, documents, 10)[1], queries, documents, 10).mean() > 0.95
     scaled = documents * np.linspace(0.5, 2.0, len(documents), dtype=np.float32)[:, None]
-    (l2,) = search_sweep(build_index(make_spec(factory="Flat", metric="l2"), scaled, seed=0), queries, 10, **SEARCH)
-    exact_scores, exact_indices = exact_search(queries, scaled, 10, "l2")
-    np.testing.assert_array_equal(l2.indices, exact_indices)
-    np.testing.assert_allclose(l2.scores, exact_scores, rtol=1e-4, atol=1e-4)
+    exact_scores, exact_indices = exact_topk(queries, scaled, 10, metric=metric)
+    built = build_index(make_spec(kind="int8", metric=metric), scaled, seed=0)
+    assert type(built.index).__name__ == "IndexScalarQuantizer"
+    (int8,) = search_sweep(built, queries, 10, **SEARCH)
+    assert ann_recall_at_k(int8.indices, exact_indices, queries, scaled, 10, metric).mean() > 0.9
+    (flat,) = search_sweep(build_index(make_spec(factory="Flat", metric=metric), scaled, seed=0), queries, 10, **SEARCH)
+    np.testing.assert_array_equal(flat.indices, exact_indices)
+    np.testing.assert_allclose(flat.scores, exact_scores, rtol=1e-4, atol=1e-4)
+
+
+def test_a_cosine_spec_over_vectors_that_are_not_unit_is_exact_cosine_search(clustered, make_spec):
+    documents, queries = clustered(n_docs=800, n_queries=30, dim=24)
+    scaled = documents * np.linspace(0.2, 3.0, len(documents), dtype=np.float32)[:, None]
+    (point,) = search_sweep(build_index(make_spec(factory="Flat", metric="cosine"), scaled, seed=0), queries * 3, 10,
+                            **SEARCH)
+    np.testing.assert_array_equal(point.indices, exact_topk(queries * 3, scaled, 10, metric="cosine")[1])
+    np.testing.assert_array_equal(point.indices, exact_topk(queries, documents, 10)[1])
 
 
 def test_a_dimension_cut_searches_with_cut_queries(clustered, make_spec):

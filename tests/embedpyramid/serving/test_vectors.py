@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from embedpyramid.retrieval.search import exact_topk
-from embedpyramid.serving import Int8Vectors, exact_search, truncate_and_normalize
-from embedpyramid.serving.vectors import binarize, order_rows
+from embedpyramid.retrieval.search import order_rows
+from embedpyramid.serving import symmetric_int8_index, truncate_and_normalize
+from embedpyramid.serving.vectors import binarize, pair_scores, prepared_vectors
 
 
 def test_truncation_keeps_the_leading_coordinates_and_renormalizes():
@@ -18,18 +18,21 @@ def test_truncation_keeps_the_leading_coordinates_and_renormalizes():
         truncate_and_normalize(vectors, 4)
 
 
-def test_int8_round_trip_error_is_at_most_half_a_step_per_dimension():
+@pytest.mark.parametrize("metric", ["inner_product", "l2"])
+def test_int8_codes_use_a_symmetric_range_per_dimension_and_faiss_scores_the_reconstruction(metric):
     rng = np.random.default_rng(2)
     vectors = rng.standard_normal((500, 48)).astype(np.float32) * rng.uniform(0.01, 3.0, 48).astype(np.float32)
     vectors[:, 5] = 0.0
-    quantized = Int8Vectors.quantize(vectors)
-    assert quantized.codes.dtype == np.int8 and np.abs(quantized.codes).max() == 127
-    error = np.abs(quantized.dequantize() - vectors)
-    assert (error <= quantized.scales / 2 * (1 + 1e-5)).all()
+    index = symmetric_int8_index(vectors, metric)
+    assert index.code_size == 48 and index.ntotal == 500
+    reconstructed = index.reconstruct_n(0, 500)
     peak = np.abs(vectors).max(axis=0)
-    np.testing.assert_allclose(quantized.scales, np.where(peak > 0, peak / 127, 1.0), rtol=1e-6)
-    assert (quantized.codes[:, 5] == 0).all()
-    assert quantized.nbytes == 500 * 48 + 4 * 48
+    assert (np.abs(reconstructed - vectors) <= np.where(peak > 0, peak, 1.0) / 255 * (1 + 1e-4)).all()
+    assert (reconstructed[:, 5] == 0).all()  # zero stays zero
+    queries = rng.standard_normal((7, 48)).astype(np.float32)
+    distances, labels = index.search(queries, 500)
+    expected = pair_scores(queries, reconstructed, labels, metric)
+    np.testing.assert_allclose(-distances if metric == "l2" else distances, expected, rtol=1e-4, atol=1e-3)
 
 
 def test_binarize_packs_sign_bits():
@@ -44,14 +47,11 @@ def test_order_rows_puts_missing_last_and_breaks_ties_by_index():
     assert indices.tolist() == [[2, 1, 4, -1]] and scores[0, -1] == -np.inf
 
 
-def test_exact_search_inner_product_is_exact_topk_and_l2_is_brute_force():
-    rng = np.random.default_rng(3)
-    documents = rng.standard_normal((300, 8)).astype(np.float32) * rng.uniform(0.1, 5, (300, 1)).astype(np.float32)
-    queries = rng.standard_normal((20, 8)).astype(np.float32)
-    for got, expected in zip(exact_search(queries, documents, 7, "inner_product"), exact_topk(queries, documents, 7),
-                             strict=True):
-        np.testing.assert_array_equal(got, expected)
-    scores, indices = exact_search(queries, documents, 7, "l2")
-    distances = ((queries[:, None, :].astype(np.float64) - documents[None]) ** 2).sum(-1)
-    np.testing.assert_array_equal(indices, np.argsort(distances, axis=1, kind="stable")[:, :7])
-    np.testing.assert_allclose(scores, -np.take_along_axis(distances, indices, axis=1), rtol=1e-4, atol=1e-4)
+def test_prepared_vectors_cut_renormalizes_unit_vectors_only_and_cosine_normalizes():
+    unit_rows = np.array([[0.6, 0.8, 0.0], [0.0, 0.6, 0.8]], np.float32)
+    raw = np.array([[3.0, 4.0, 12.0], [0.0, 2.0, 0.0]], np.float32)
+    np.testing.assert_allclose(prepared_vectors(unit_rows, "inner_product", 2), [[0.6, 0.8], [0.0, 1.0]])
+    np.testing.assert_array_equal(prepared_vectors(raw, "l2", 2), [[3.0, 4.0], [0.0, 2.0]])
+    np.testing.assert_allclose(prepared_vectors(raw, "cosine", 2), [[0.6, 0.8], [0.0, 1.0]])
+    assert prepared_vectors(unit_rows, "cosine", None) is not None
+    np.testing.assert_array_equal(prepared_vectors(unit_rows, "cosine", None), unit_rows)  # unit already: untouched

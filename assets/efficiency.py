@@ -1,0 +1,44 @@
+"""Efficiency per (model, dataset): encode throughput, batch-1 query latency, search QPS, vector
+bytes, peak RSS and cost — beside the quality numbers, in results.duckdb and the report."""
+
+import dagster as dg
+import polars as pl
+
+from assets.embeddings import ENCODER_POOL
+from embedpyramid.efficiency import efficiency_path, measure_efficiency
+from embedpyramid.reports import markdown_table
+from pipelines.partitions import EFFICIENCY, group_fingerprint, model_dataset_partitions
+from resources import EncoderRegistry, ProjectResource
+
+
+@dg.asset(
+    partitions_def=model_dataset_partitions,
+    deps=["query_embeddings", "document_embeddings", "exact_topk"],
+    group_name="efficiency",
+    code_version="1",
+    kinds={"parquet"},
+    automation_condition=dg.AutomationCondition.eager(),
+    pool=ENCODER_POOL,
+)
+def efficiency(
+    context: dg.AssetExecutionContext, project: ProjectResource, encoders: EncoderRegistry
+) -> dg.MaterializeResult:
+    """Throughput (documents and queries apart), query latency p50/p95 at batch 1, exact-search
+    QPS, bytes per vector, peak RSS of the encode, device, threads and cost of one model on one
+    dataset; the latency is measured with the card's model (a local card only)."""
+    part = project.partition(context)
+    config, model, dataset = part.config, part.model, part.dataset
+    frame = measure_efficiency(part.store, model, dataset, part.frozen, lambda: encoders.encoder(model),
+                               seed=config.protocol.comparison.seed)
+    row = frame.row(0, named=True)
+    return dg.MaterializeResult(metadata={
+        "documents_per_second": dg.MetadataValue.float(row["documents_per_second"] or 0.0),
+        "latency_p50_ms": dg.MetadataValue.float(row["latency_p50_ms"] or 0.0),
+        "latency_p95_ms": dg.MetadataValue.float(row["latency_p95_ms"] or 0.0),
+        "search_qps": dg.MetadataValue.float(row["search_qps"] or 0.0),
+        "cost_basis": dg.MetadataValue.text(row["cost_basis"]),
+        "table": dg.MetadataValue.md(markdown_table(pl.DataFrame({"field": list(row),
+                                                                  "value": [str(v) for v in row.values()]}))),
+        "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, part.frozen.version, EFFICIENCY)),
+        "path": dg.MetadataValue.path(str(efficiency_path(part.store, dataset, model.key))),
+    })

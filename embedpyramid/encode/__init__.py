@@ -1,0 +1,94 @@
+"""Encoder backends and content-addressed, sharded embedding tables.
+
+Backends, one module each: ``sentence_transformer`` (installed package, local path, or hub id +
+revision from the local cache), ``static_model`` (model2vec), ``entry_point`` (a python
+``module:callable``), and the remote ``http_api`` (OpenAI-compatible ``/v1/embeddings``) and
+``bedrock`` (Amazon Bedrock, Titan-style requests, boto3 as an optional extra) on a shared
+``remote`` base. ``base`` holds what they share; ``tables`` the single pass, the resumable
+shards and the streaming readers. Backend modules are imported only when a card needs them, so
+nothing here imports torch until a model is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from embedpyramid.config import ResolvedModel
+from embedpyramid.encode.base import (
+    PLURAL,
+    EncodeError,
+    Encoder,
+    Kind,
+    Progress,
+    encode_batches,
+    encode_texts,
+    postprocess,
+    thread_limit,
+    unit_rows,
+)
+from embedpyramid.encode.tables import (
+    DIRECTION_SAMPLE,
+    EmbeddingTable,
+    cached_embedding_path,
+    direction_difference,
+    embed_table,
+    embedding_rows,
+    iter_embedding_blocks,
+    read_embedding_metadata,
+    read_embeddings,
+    read_token_counts,
+    response_cache_directory,
+    shard_directory,
+    single_pass,
+    table_path,
+    table_problems,
+    vector_problems,
+    vectors_to_table,
+)
+
+BACKENDS: dict[str, str] = {
+    "sentence-transformers": "embedpyramid.encode.sentence_transformer:SentenceTransformerEncoder",
+    "model2vec": "embedpyramid.encode.static_model:Model2VecEncoder",
+    "entry-point": "embedpyramid.encode.entry_point:EntryPointEncoder",
+    "http": "embedpyramid.encode.http_api:HttpEncoder",
+    "bedrock": "embedpyramid.encode.bedrock:BedrockEncoder",
+}
+
+
+def load_encoder(model: ResolvedModel) -> Encoder:
+    """Load the card's model with its backend (the backend's module is imported here)."""
+    module, _, name = BACKENDS[model.card.backend].partition(":")
+    return getattr(importlib.import_module(module), name)(model)
+
+
+__all__ = [
+    "BACKENDS",
+    "DIRECTION_SAMPLE",
+    "PLURAL",
+    "EmbeddingTable",
+    "EncodeError",
+    "Encoder",
+    "Kind",
+    "Progress",
+    "cached_embedding_path",
+    "direction_difference",
+    "embed_table",
+    "embedding_rows",
+    "encode_batches",
+    "encode_texts",
+    "iter_embedding_blocks",
+    "load_encoder",
+    "postprocess",
+    "read_embedding_metadata",
+    "read_embeddings",
+    "read_token_counts",
+    "response_cache_directory",
+    "shard_directory",
+    "single_pass",
+    "table_path",
+    "table_problems",
+    "thread_limit",
+    "unit_rows",
+    "vector_problems",
+    "vectors_to_table",
+]

@@ -1,0 +1,241 @@
+import numpy as np
+import pytest
+from sentence_transformers import SentenceTransformer
+
+from embedpyramid.config import load_config
+from embedpyramid.data import EncodingInputs
+from embedpyramid.encode import (
+    DIRECTION_SAMPLE,
+    EncodeError,
+    embed_table,
+    iter_embedding_blocks,
+    load_encoder,
+    postprocess,
+    read_embeddings,
+    read_token_counts,
+    shard_directory,
+    table_path,
+    table_problems,
+    vector_problems,
+)
+from embedpyramid.hashing import sha256_table
+from embedpyramid.store import ArtifactStore, read_table
+
+TEXTS = ["What is AI?", "A much longer sentence about machines that think, learn and talk.", "Hi", "Are you sentient?"]
+IDS = ["a", "b", "c", "d"]
+
+
+def toy_card(**fields):
+    return {"backend": "entry-point", "entry_point": "toy_encoders:CharacterNgrams", "options": {"dim": 32},
+            "run": {"batch_size": 2}, **fields}
+
+
+class Counting:
+    """A real encoder that counts the texts each of its forms (shipped, stripped) encodes."""
+
+    def __init__(self, encoder, counts, form="shipped", fail_after=None):
+        self.encoder, self.counts, self.form, self.fail_after = encoder, counts, form, fail_after
+        self.description = encoder.description
+
+    def encode(self, texts, kind):
+        if self.fail_after is not None and self.counts.get(self.form, 0) >= self.fail_after:
+            raise KeyboardInterrupt("killed mid-encode")
+        self.counts[self.form] = self.counts.get(self.form, 0) + len(texts)
+        return self.encoder.encode(texts, kind)
+
+    def token_counts(self, texts):
+        return self.encoder.token_counts(texts)
+
+    def without_normalize_layer(self):
+        stripped = self.encoder.without_normalize_layer()
+        if stripped is self.encoder:
+            return self
+        return Counting(stripped, self.counts, "stripped", self.fail_after)
+
+
+def test_postprocess_truncates_then_normalizes_and_keeps_zero_and_nan_rows():
+    vectors = np.array([[3.0, 4.0, 12.0], [0.0, 0.0, 5.0], [np.nan, 1.0, 1.0]], np.float32)
+    out = postprocess(vectors, dimension=2, normalize=True, name="m")
+    assert np.allclose(out[:2], [[0.6, 0.8], [0.0, 0.0]]) and np.isnan(out[2]).any()
+    assert np.array_equal(postprocess(vectors, None, False, "m"), vectors, equal_nan=True)
+    with pytest.raises(EncodeError, match="model card 'm': dimension 4 exceeds the model's 3"):
+        postprocess(vectors, 4, True, "m")
+
+
+def test_entry_point_cache_hit_never_loads_the_model(write_configs, tmp_path):
+    model = load_config(write_configs(models={"toy": toy_card()})).models["toy"]
+    store = ArtifactStore(tmp_path / "data")
+    inputs = EncodingInputs(ids=IDS, texts=TEXTS, table_sha="f" * 64)
+    loads = []
+
+    def factory():
+        loads.append(1)
+        return load_encoder(model)
+
+    first = embed_table(store, model, "query", inputs, factory)
+    second = embed_table(store, model, "query", inputs, factory)
+    assert (first.cache_hit, second.cache_hit, len(loads)) == (False, True, 1)
+    ids, vectors = read_embeddings(second.path)
+    assert ids == inputs.ids
+    # Batched longest-first, stored in input order: equal to encoding each text alone.
+    direct = load_encoder(model).encode(TEXTS, "query")
+    expected = direct / np.linalg.norm(direct, axis=1, keepdims=True)
+    assert np.allclose(vectors, expected, atol=1e-6)
+    assert second.metadata["dim"] == 32 and second.metadata["rows"] == 4 and second.metadata["normalized"]
+    assert second.metadata["similarity"] == "cosine" and second.metadata["problems"] == []
+
+
+def test_entry_point_errors_name_the_card(write_configs):
+    config = load_config(write_configs(models={
+        "missing": toy_card(entry_point="toy_encoders:Nope"),
+        "short": toy_card(entry_point="toy_encoders:wrong_shape", options={}),
+    }))
+    with pytest.raises(EncodeError, match="model card 'missing': entry point 'toy_encoders:Nope' cannot be imported"):
+        load_encoder(config.models["missing"])
+    with pytest.raises(EncodeError, match="model card 'short': the entry point returned shape \\(1, 8\\) for 2 texts"):
+        load_encoder(config.models["short"]).encode(TEXTS[:2], "query")
+
+
+def test_vector_problems_find_nan_zero_and_shape():
+    vectors = np.array([[1, 0], [np.nan, 1], [0, 0]], np.float32)
+    assert vector_problems(vectors, 3, 2) == ["1 vectors contain NaN or inf", "1 vectors are all zeros"]
+    assert vector_problems(vectors, 4, 2) == ["shape (3, 2) != expected (4, 2)"]
+    assert vector_problems(np.eye(2, dtype=np.float32), 2, 2) == []
+
+
+def test_minilm_card_reproduces_sentence_transformers_from_one_pass(write_configs, default_models, tmp_path):
+    model = load_config(write_configs(models={"minilm-l6": default_models["minilm-l6"]})).models["minilm-l6"]
+    counts: dict[str, int] = {}
+    encoder = Counting(load_encoder(model), counts)
+    assert encoder.description["modules"] == ["Transformer", "Pooling", "Normalize"]
+    assert encoder.description["normalize_layer"] and encoder.description["pooling"] == "mean"
+    store, inputs = ArtifactStore(tmp_path), EncodingInputs(IDS, TEXTS, "0" * 64)
+    result = embed_table(store, model, "document", inputs, lambda: encoder)
+    raw = embed_table(store, model, "document", inputs, lambda: pytest.fail("one pass wrote both tables"), raw=True)
+    # Each text went through the model once (stripped); the shipped model saw only the check's sample.
+    assert counts == {"stripped": len(TEXTS), "shipped": min(len(TEXTS), DIRECTION_SAMPLE)} and raw.cache_hit
+    _, vectors = read_embeddings(result.path)
+    reference = SentenceTransformer(str(model.source_path), device="cpu").encode(TEXTS, normalize_embeddings=True)
+    assert np.abs(vectors - reference).max() < 1e-5
+    assert result.metadata["tokens"] > len(TEXTS) and result.metadata["backend"]["native_dimension"] == 384
+    check = raw.metadata["direction_check"]
+    assert check["sample"] == len(TEXTS) and check["max_abs_difference"] <= 1e-5
+
+
+def test_card_pooling_must_match_the_model(write_configs, default_models):
+    card = {**default_models["minilm-l6"], "pooling": "cls"}
+    model = load_config(write_configs(models={"minilm-l6": card})).models["minilm-l6"]
+    with pytest.raises(EncodeError, match="pooling is 'cls' in the card but the model pools with 'mean'"):
+        load_encoder(model)
+
+
+def test_stripping_the_normalize_layer_shows_raw_norms_with_the_same_direction(write_configs, default_models, tmp_path):
+    model = load_config(write_configs(models={"minilm-l6": default_models["minilm-l6"]})).models["minilm-l6"]
+    encoder = load_encoder(model)
+    # The shipped model normalizes inside: normalize_embeddings=False is a silent no-op.
+    shipped = encoder.model.encode(TEXTS, normalize_embeddings=False)
+    assert np.allclose(np.linalg.norm(shipped, axis=1), 1.0, atol=1e-6)
+    store, inputs = ArtifactStore(tmp_path), EncodingInputs(IDS, TEXTS, "1" * 64)
+    raw = embed_table(store, model, "query", inputs, lambda: encoder, raw=True)
+    card = embed_table(store, model, "query", inputs, lambda: encoder)
+    assert raw.path != card.path and raw.metadata["raw"] and not raw.metadata["normalized"] and card.cache_hit
+    assert raw.metadata["backend"]["stripped"] == ["Normalize"] and raw.metadata["backend"]["modules"] == ["Transformer", "Pooling"]
+    _, raw_vectors = read_embeddings(raw.path)
+    _, card_vectors = read_embeddings(card.path)
+    norms = np.linalg.norm(raw_vectors, axis=1)
+    assert (np.abs(norms - 1.0) > 0.05).all()
+    np.testing.assert_allclose(card_vectors, raw_vectors / norms[:, None], rtol=0, atol=1e-7)
+    assert np.abs(card_vectors - shipped).max() <= 1e-5
+    assert read_token_counts(raw.path).tolist() == encoder.token_counts(TEXTS).tolist()
+
+
+def test_normalize_false_on_a_model_that_ships_normalize_strips_it_and_says_so(write_configs, default_models, tmp_path):
+    card = {**default_models["minilm-l6"], "normalize": False}
+    model = load_config(write_configs(models={"minilm-l6": card})).models["minilm-l6"]
+    assert model.similarity == "inner_product"
+    result = embed_table(ArtifactStore(tmp_path), model, "query", EncodingInputs(IDS, TEXTS, "5" * 64),
+                         lambda: load_encoder(model))
+    _, vectors = read_embeddings(result.path)
+    norms = np.linalg.norm(vectors, axis=1)
+    meta = result.metadata
+    # The metadata never contradicts the vectors: not normalized, and indeed not unit.
+    assert not meta["normalized"] and not meta["unit_vectors"] and (np.abs(norms - 1) > 0.05).all()
+    assert meta["norms"]["min"] == pytest.approx(norms.min()) and meta["norms"]["max"] == pytest.approx(norms.max())
+    assert meta["backend"]["normalize_layer_stripped"] and meta["notes"] == [
+        "normalize: false on a model that ships a Normalize module: the module was stripped, so the card's "
+        "vectors are the model's raw, unnormalized output"]
+
+
+def test_a_model_without_normalize_layer_is_not_stripped(write_configs, tmp_path):
+    model = load_config(write_configs(models={"toy": toy_card()})).models["toy"]
+    encoder = load_encoder(model)
+    assert encoder.without_normalize_layer() is encoder
+    raw = embed_table(ArtifactStore(tmp_path), model, "document", EncodingInputs(IDS, TEXTS, "2" * 64),
+                      lambda: encoder, raw=True)
+    _, vectors = read_embeddings(raw.path)
+    assert np.array_equal(vectors, encoder.encode(TEXTS, "document"))
+    assert read_token_counts(raw.path) is None and raw.metadata["tokens"] is None
+    assert raw.metadata["direction_check"]["sample"] == 0
+    card = embed_table(ArtifactStore(tmp_path), model, "document", EncodingInputs(IDS, TEXTS, "2" * 64),
+                       lambda: pytest.fail("the model must not be loaded again"))
+    _, normalized = read_embeddings(card.path)
+    assert card.cache_hit and np.allclose(normalized, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+
+
+def corpus(n: int) -> EncodingInputs:
+    texts = [f"text number {i} " + "word " * (i % 13) for i in range(n)]
+    return EncodingInputs([f"d{i:04d}" for i in range(n)], texts, "3" * 64)
+
+
+def test_an_interrupted_encode_resumes_from_its_shards_bit_identically(write_configs, tmp_path):
+    model = load_config(write_configs(models={"toy": toy_card(run={"batch_size": 4, "shard_size": 10})})).models["toy"]
+    inputs = corpus(47)
+    whole = ArtifactStore(tmp_path / "whole")
+    reference = embed_table(whole, model, "document", inputs, lambda: load_encoder(model))
+    assert reference.metadata["shards"] == {"size": 10, "count": 5, "resumed": 0}
+
+    store, counts = ArtifactStore(tmp_path / "killed"), {}
+    # Killed in the middle of the third shard: two shards are on disk, nothing else.
+    with pytest.raises(KeyboardInterrupt):
+        embed_table(store, model, "document", inputs, lambda: Counting(load_encoder(model), counts, fail_after=24))
+    shards = shard_directory(store, model, "document", inputs.table_sha)
+    assert sorted(p.name for p in shards.iterdir() if not p.name.startswith(".")) == ["00000.parquet", "00001.parquet"]
+    assert not table_path(store, model, "document", inputs.table_sha).exists()
+
+    counts.clear()
+    resumed = embed_table(store, model, "document", inputs, lambda: Counting(load_encoder(model), counts))
+    assert counts == {"shipped": 27} and resumed.metadata["shards"]["resumed"] == 2 and not shards.exists()
+    for raw in (False, True):
+        mine = read_table(table_path(store, model, "document", inputs.table_sha, raw=raw))
+        theirs = read_table(table_path(whole, model, "document", inputs.table_sha, raw=raw))
+        assert sha256_table(mine) == sha256_table(theirs)
+        assert mine.column("vector").combine_chunks().flatten().to_numpy().tobytes() == \
+            theirs.column("vector").combine_chunks().flatten().to_numpy().tobytes()
+
+
+def test_streaming_reader_and_table_problems(write_configs, tmp_path):
+    model = load_config(write_configs(models={"toy": toy_card(run={"batch_size": 8, "shard_size": 16})})).models["toy"]
+    inputs = corpus(50)
+    table = embed_table(ArtifactStore(tmp_path), model, "document", inputs, lambda: load_encoder(model))
+    ids, vectors = read_embeddings(table.path)
+    blocks = list(iter_embedding_blocks(table.path, 7))
+    assert [len(block_ids) for block_ids, _ in blocks] == [7] * 7 + [1]
+    assert sum((block_ids for block_ids, _ in blocks), []) == ids == inputs.ids
+    np.testing.assert_array_equal(np.concatenate([block for _, block in blocks]), vectors)
+    assert table_problems(table.path, inputs.ids, 32, block_rows=9) == []
+    assert table_problems(table.path, inputs.ids[::-1], 32) == [f"ids in {table.path} do not match the input table from row 0"]
+    assert table_problems(table.path, inputs.ids, 16) == [f"{table.path}: dimension 32 != expected 16"]
+
+
+def test_a_table_with_nan_vectors_is_never_a_cache_hit(write_configs, tmp_path):
+    broken = toy_card(entry_point="toy_encoders:BrokenEncoder")
+    model = load_config(write_configs(models={"toy": broken})).models["toy"]
+    store, inputs = ArtifactStore(tmp_path), EncodingInputs(IDS, TEXTS, "4" * 64)
+    first = embed_table(store, model, "query", inputs, lambda: load_encoder(model))
+    assert first.metadata["problems"] == ["2 vectors contain NaN or inf"]
+    assert table_problems(first.path, IDS, 32) == ["2 vectors contain NaN or inf"]
+    # The user fixes the encoder (same card): the rerun encodes again instead of serving the NaN table.
+    fixed = load_config(write_configs(models={"toy": toy_card()})).models["toy"]
+    second = embed_table(store, model, "query", inputs, lambda: load_encoder(fixed))
+    assert not second.cache_hit and second.path == first.path and second.metadata["problems"] == []
+    assert embed_table(store, model, "query", inputs, lambda: pytest.fail("valid now")).cache_hit
