@@ -3,6 +3,7 @@ and their raw twins (pyramid L1): the same model without its final Normalize mod
 
 import dagster as dg
 
+from assets.metadata import partition_check
 from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import (
     PLURAL,
@@ -13,29 +14,34 @@ from embedpyramid.encode import (
     read_embeddings,
     vector_problems,
 )
+from pipelines.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
 from pipelines.partitions import model_dataset_partitions
 from resources import EncoderRegistry, ProjectResource
 
+ENCODERS_POOL = "encoders"
 # Unit(raw) may differ from the shipped vector only by float rounding.
 DIRECTION_TOLERANCE = 1e-5
 
 
 def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
     name = f"raw_{kind}_embeddings" if raw else f"{kind}_embeddings"
-    checks = [dg.AssetCheckSpec("vectors_valid", asset=name, blocking=True,
-                                description="One finite, non-zero vector of the card's dimension per row")]
+    checks = [partition_check("vectors_valid", name, model_dataset_partitions,
+                              "One finite, non-zero vector of the card's dimension per row", blocking=True)]
     if raw:
-        checks.append(dg.AssetCheckSpec("direction_preserved", asset=name, blocking=True,
-                                        description=f"max |unit(raw) - shipped| <= {DIRECTION_TOLERANCE}"))
+        checks.append(partition_check("direction_preserved", name, model_dataset_partitions,
+                                      f"max |unit(raw) - shipped| <= {DIRECTION_TOLERANCE}", blocking=True))
 
     @dg.asset(
         name=name,
         partitions_def=model_dataset_partitions,
-        deps=["frozen_dataset", f"{kind}_embeddings"] if raw else ["frozen_dataset"],
+        deps=[*(["frozen_dataset", f"{kind}_embeddings"] if raw else ["frozen_dataset"]), *facet_deps(MODEL_CARD)],
         group_name="l1_geometry" if raw else "embeddings",
         code_version="1",
         kinds={"parquet", "torch"},
-        automation_condition=dg.AutomationCondition.eager(),
+        # Encoding holds the model (and on a cluster the GPU): the `encoders` pool caps how many
+        # run at once across runs (docs/deploy.md); without a configured limit it is unbounded.
+        pool=ENCODERS_POOL,
+        automation_condition=EVALUATE_WHEN_STALE,
         check_specs=checks,
     )
     def embeddings(
@@ -69,6 +75,7 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
             "normalized": dg.MetadataValue.bool(meta["normalized"]),
             "backend": dg.MetadataValue.json(meta["backend"]),
             "card_hash": dg.MetadataValue.text(model.card_hash),
+            "card_key": dg.MetadataValue.text(model_key),
             "path": dg.MetadataValue.path(str(result.path)),
         }
         if raw:

@@ -24,7 +24,7 @@ from embedpyramid.data.frozen import (
     table_hashes,
     verify_frozen,
 )
-from embedpyramid.data.load import load_configured_dataset
+from embedpyramid.data.load import load_configured_dataset, source_files
 
 __all__ = [
     "CORPUS_SCHEMA",
@@ -45,6 +45,7 @@ __all__ = [
     "load_configured_dataset",
     "open_frozen",
     "select_query_columns",
+    "source_files",
     "table_hashes",
     "verify_frozen",
 ]
