@@ -20,7 +20,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from embedpyramid.config import ConfigError, load_config
+from embedpyramid.config import ConfigError, ProjectConfig, load_config
 from pipelines.freshness import CONFIG, config_observations
 from pipelines.instance import bound_to, read_binding
 from pipelines.partitions import DATASETS, partition_sync
@@ -41,17 +41,17 @@ config_folder = dg.AssetSpec(
 
 @dg.asset_check(asset=CONFIG_FOLDER, name=CONFIG_CHECK, description="The config folder loads and validates")
 def config_loads(project: ProjectResource) -> dg.AssetCheckResult:
-    passed, metadata = check_config(project.configs_dir)
-    return dg.AssetCheckResult(passed=passed, metadata=metadata)
+    config, metadata = check_config(project.configs_dir)
+    return dg.AssetCheckResult(passed=config is not None, metadata=metadata)
 
 
-def check_config(configs_dir: str | Path) -> tuple[bool, dict[str, dg.MetadataValue]]:
-    """Whether the folder validates, with the error (file, key, rule) or what it holds."""
+def check_config(configs_dir: str | Path) -> tuple[ProjectConfig | None, dict[str, dg.MetadataValue]]:
+    """The loaded folder and what it holds, or None and the error (file, key, rule)."""
     try:
         config = load_config(configs_dir)
     except ConfigError as error:
-        return False, {"error": dg.MetadataValue.text(str(error))}
-    return True, {
+        return None, {"error": dg.MetadataValue.text(str(error))}
+    return config, {
         "config_folder": dg.MetadataValue.path(str(config.directory)),
         "cards": dg.MetadataValue.json({name: model.key for name, model in config.models.items()}),
         "datasets": dg.MetadataValue.json(list(config.datasets)),
@@ -68,15 +68,14 @@ def config_sensor(context: dg.SensorEvaluationContext, project: ProjectResource)
             f"this code location reads {configs}, but the instance follows {binding.configs if binding else '?'} "
             "(the folder of the last `embedpyramid run`): start dagster dev without EMBEDPYRAMID_CONFIGS, or "
             f"run `embedpyramid run --configs {configs}` to switch; nothing is registered or deleted meanwhile"))
-    passed, metadata = check_config(configs)
+    config, metadata = check_config(configs)
     latest = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(CONFIG_FOLDER, CONFIG_CHECK))
     previous = latest.event.asset_check_evaluation if latest and latest.event else None
-    if previous is None or previous.passed != passed or previous.metadata != metadata:
+    if previous is None or previous.passed != (config is not None) or previous.metadata != metadata:
         instance.report_runless_asset_event(dg.AssetCheckEvaluation(
-            asset_key=CONFIG_FOLDER, check_name=CONFIG_CHECK, passed=passed, metadata=metadata))
-    if not passed:
+            asset_key=CONFIG_FOLDER, check_name=CONFIG_CHECK, passed=config is not None, metadata=metadata))
+    if config is None:
         raise ConfigError(str(metadata["error"].value))
-    config = load_config(configs)
     requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     for name, (add, delete) in partition_sync(instance, config).items():
         if add:

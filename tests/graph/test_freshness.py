@@ -5,6 +5,7 @@ import datetime
 import json
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from graph_helpers import beir_folder, plan_and_automation, quick_protocol, requested_by_automation, toy
 
 from assets.retrieval import exact_topk
@@ -12,6 +13,7 @@ from embedpyramid.config import load_config
 from pipelines import graph
 from pipelines.automation import nightly_refresh
 from pipelines.definitions import _location_folders
+from pipelines.freshness import MODEL_CARD, config_observations
 from pipelines.graph import build_definitions
 from pipelines.instance import bind
 from pipelines.partitions import MODELS, model_dataset_key
@@ -113,3 +115,19 @@ def test_dagster_dev_with_only_dagster_home_follows_the_cli(tmp_path, monkeypatc
     assert _location_folders() == (str(tmp_path / "my-configs"), str(tmp_path / "my-data"))
     monkeypatch.setenv("EMBEDPYRAMID_CONFIGS", str(tmp_path / "other"))
     assert _location_folders()[0] == str(tmp_path / "other")
+
+
+def test_observing_the_config_sources_in_dagster_gives_the_cli_versions(write_configs, small_chatterbot, tmp_path):
+    """The UI's "Observe sources" (the facets' own observe functions) and the CLI's report agree."""
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=small_chatterbot)
+    instance = dg.DagsterInstance.ephemeral()
+    session = open_session(folder, tmp_path / "data", instance, log=lambda _line: None, verbose=False)
+    graph = session.defs.resolve_asset_graph()
+    facets = sorted(key for key in graph.get_all_asset_keys() if graph.get(key).is_observable)
+    jobs = [dg.define_asset_job(f"observe_{index}", selection=[key]) for index, key in enumerate(facets)]
+    observing = dg.Definitions.merge(session.defs, dg.Definitions(jobs=jobs))
+    for job in jobs:
+        assert observing.resolve_job_def(job.name).execute_in_process(instance=instance).success
+    assert config_observations(instance, session.config) == []
+    record = instance.get_latest_data_version_record(MODEL_CARD.key, True, "ngrams-24")
+    assert record.event_log_entry.tags[DATA_VERSION_TAG] == session.config.models["ngrams-24"].card_hash
