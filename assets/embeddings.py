@@ -18,6 +18,8 @@ from pipelines.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
 from pipelines.partitions import model_dataset_partitions
 from resources import EncoderRegistry, ProjectResource
 
+# Encoding holds the model (and on a cluster the GPU): the `encoders` pool caps how many encodes
+# run at once across runs (docs/deploy.md); without a configured limit it is unbounded.
 ENCODERS_POOL = "encoders"
 # Unit(raw) may differ from the shipped vector only by float rounding.
 DIRECTION_TOLERANCE = 1e-5
@@ -38,8 +40,6 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
         group_name="l1_geometry" if raw else "embeddings",
         code_version="1",
         kinds={"parquet", "torch"},
-        # Encoding holds the model (and on a cluster the GPU): the `encoders` pool caps how many
-        # run at once across runs (docs/deploy.md); without a configured limit it is unbounded.
         pool=ENCODERS_POOL,
         automation_condition=EVALUATE_WHEN_STALE,
         check_specs=checks,

@@ -275,6 +275,32 @@ def _latest_attempt_failed(instance: dg.DagsterInstance, asset: dg.AssetKey, par
     return not materialized or materialized[0].storage_id < failed[0].storage_id
 
 
+FRESH_MEMO = "embedpyramid/fresh-at"
+
+
+def graph_signature(asset_graph: Any, asset_partitions: Iterable[tuple[str, str | None]]) -> str:
+    """What Dagster's stale answer depends on besides the event log: every asset's code version
+    and dependencies, and the (asset, partition) pairs asked about."""
+    nodes = sorted((key.to_user_string(), asset_graph.get(key).code_version,
+                    sorted(parent.to_user_string() for parent in asset_graph.get(key).parent_keys))
+                   for key in asset_graph.get_all_asset_keys())
+    return sha256_json({"nodes": nodes, "asked": sorted(asset_partitions, key=str)})
+
+
+def known_fresh(instance: dg.DagsterInstance, signature: str) -> bool:
+    """Whether Dagster found every asked partition fresh for ``signature`` and nothing has been
+    recorded since: a memo of Dagster's own answer, void after any new event (a materialization,
+    a failure, a changed config version), so a warm run with nothing to do asks nothing."""
+    memo = instance.daemon_cursor_storage.get_cursor_values({FRESH_MEMO}).get(FRESH_MEMO)
+    return memo == f"{signature}@{instance.event_log_storage.get_maximum_record_id()}"
+
+
+def remember_fresh(instance: dg.DagsterInstance, signature: str) -> None:
+    """Record that Dagster has just found every partition of ``signature`` fresh."""
+    memo = f"{signature}@{instance.event_log_storage.get_maximum_record_id()}"
+    instance.daemon_cursor_storage.set_cursor_values({FRESH_MEMO: memo})
+
+
 class StaleCondition(dg.AutomationCondition):
     """True for the partitions Dagster reports as stale (the UI's "Unsynced"): a config facet,
     an upstream data version or the asset's code version changed since it was materialized.

@@ -27,7 +27,15 @@ import dagster as dg
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
 from embedpyramid.store import ArtifactStore, StorePath
 from pipelines.automation import SUMMARY_ASSETS, evaluation_job, refresh_datasets_job, summary_job
-from pipelines.freshness import AssetState, asset_states, graph_view, observe_config
+from pipelines.freshness import (
+    AssetState,
+    asset_states,
+    graph_signature,
+    graph_view,
+    known_fresh,
+    observe_config,
+    remember_fresh,
+)
 from pipelines.graph import build_definitions, index_specs
 from pipelines.instance import DataFolderLock, bind, fail_abandoned_runs, open_instance, run_tags
 from pipelines.partitions import apply_partition_sync, model_dataset_key, model_dataset_partitions
@@ -109,12 +117,12 @@ def partition_assets(defs: dg.Definitions) -> list[str]:
 
 
 def open_session(
-    configs_dir: str | Path, data_dir: str | StorePath, instance: dg.DagsterInstance | None,
+    config: ProjectConfig | str | Path, data_dir: str | StorePath, instance: dg.DagsterInstance | None,
     log: Callable[[str], None], verbose: bool,
 ) -> Session:
-    """Load and validate the config, build its graph, open the instance, bind it to the config,
-    bring partitions and config versions up to date (the bookkeeping every command shares)."""
-    config = load_config(configs_dir)
+    """Build the graph of a config (or a config folder), open the instance, bind it to the config
+    and register its cards and datasets as partitions: the bookkeeping every command shares."""
+    config = config if isinstance(config, ProjectConfig) else load_config(config)
     store = ArtifactStore.at(data_dir)
     defs = build_definitions(config.directory, store.root, index_specs(config.directory))
     instance = instance or open_instance(store.root)
@@ -147,20 +155,36 @@ def run_pipeline(
     report = RunReport()
     instance = instance or open_instance(store.root)
     with DataFolderLock(store.root, instance, wait=wait, notify=log).held():
-        session = open_session(config.directory, store.root, instance, log, verbose)
+        session = open_session(config, store.root, instance, log, verbose)
         report.abandoned_runs = fail_abandoned_runs(session.instance)
         for run_id in report.abandoned_runs:
             log(f"run {run_id}: its process is gone; marked failed")
         report.config_changes = observe_config(session.instance, session.config)
         if report.config_changes:
             log(f"config changed: {', '.join(report.config_changes)}")
+        asked = _asked(session, selected_models, selected_datasets)
+        signature = graph_signature(session.defs.resolve_asset_graph(), asked)
+        if known_fresh(session.instance, signature):
+            log("everything up to date (nothing recorded since Dagster last found it all fresh)")
+            report.skipped = [(model.key, dataset) for dataset in selected_datasets for model in selected_models]
+            return report
         tags = run_tags(session.config.directory, command)
         healthy = [dataset for dataset in selected_datasets if _freeze(session, dataset, tags, report)]
         for dataset in healthy:
             for model in selected_models:
                 _evaluate(session, model, dataset, tags, report)
         _summarize(session, tags, report)
+        if not report.failures and healthy == selected_datasets and report.summary_skipped is None:
+            remember_fresh(session.instance, signature)
     return report
+
+
+def _asked(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Every (asset, partition) a run over this selection brings up to date."""
+    assets = partition_assets(session.defs)
+    return [("frozen_dataset", dataset) for dataset in datasets] + [
+        (asset, str(model_dataset_key(model.name, dataset))) for dataset in datasets for model in models
+        for asset in assets] + [(asset, None) for asset in SUMMARY_ASSETS]
 
 
 def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunReport) -> bool:
@@ -168,7 +192,7 @@ def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunRep
     if not state.needs_work:
         session.log(f"dataset {dataset}: up to date")
         return True
-    session.log(f"dataset {dataset}: freezing ({_why(state)})")
+    session.log(f"dataset {dataset}: freezing, {_why(state)}")
     result = session.execute(refresh_datasets_job.name, ["frozen_dataset"], dataset, tags)
     if not result.success:
         report.failures.append(f"frozen_dataset[{dataset}]: {_failure(result, session.verbose)}")
@@ -183,11 +207,11 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
     label = f"{model.key} × {dataset}"
     assets = partition_assets(session.defs)
     materialized = False
-    for _wave in range(len(assets)):
+    for _wave in range(len(assets) + 1):  # a chain of n assets settles in n waves; one more to see it
         todo = [state for state in session.states(assets, str(partition)) if state.needs_work]
         if not todo:
             break
-        session.log(f"{label}: " + "; ".join(f"{state.asset} ({_why(state)})" for state in todo))
+        session.log(f"{label}: {_describe(todo)}")
         result = session.execute(evaluation_job.name, [state.asset for state in todo], partition, tags)
         for materialization in _materializations(result):
             name = materialization.asset_key.to_user_string()
@@ -200,7 +224,7 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
             return
         materialized = True
     else:
-        report.failures.append(f"{label}: still stale after {len(assets)} runs: "
+        report.failures.append(f"{label}: not up to date after {len(assets) + 1} runs: "
                                + ", ".join(state.asset for state in session.states(assets, str(partition))
                                            if state.needs_work))
         return
@@ -212,7 +236,7 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
 
 
 def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> None:
-    for _wave in range(len(SUMMARY_ASSETS)):
+    for _wave in range(len(SUMMARY_ASSETS) + 1):
         todo = [state for state in session.states(SUMMARY_ASSETS, None) if state.needs_work]
         if not todo:
             return
@@ -220,7 +244,7 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
             report.summary_skipped = "no (model, dataset) partition of the current cards is evaluated yet"
             session.log(f"summary skipped: {report.summary_skipped}")
             return
-        session.log("summary: " + "; ".join(f"{state.asset} ({_why(state)})" for state in todo))
+        session.log(f"summary: {_describe(todo)}")
         result = session.execute(summary_job.name, [state.asset for state in todo], None, tags)
         if not result.success:
             report.failures.append(f"summary: {_failure(result, session.verbose)}")
@@ -236,9 +260,18 @@ def _any_evaluated(session: Session) -> bool:
     )
 
 
+def _describe(states: Sequence[AssetState]) -> str:
+    """What a wave materializes and why, grouped by reason: "never materialized: a, b; stale
+    (config/measures has a new data version): c"."""
+    by_reason: dict[str, list[str]] = {}
+    for state in states:
+        by_reason.setdefault(_why(state), []).append(state.asset)
+    return "; ".join(f"{reason}: {', '.join(assets)}" for reason, assets in by_reason.items())
+
+
 def _why(state: AssetState) -> str:
     if state.state == "stale":
-        return "stale: " + ", ".join(state.causes)
+        return f"stale ({', '.join(state.causes)})"
     return {"missing": "never materialized", "failed": "its last attempt failed", "fresh": "fresh"}[state.state]
 
 
@@ -326,7 +359,7 @@ def project_status(
     """
     config = load_config(configs_dir)
     selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
-    session = open_session(config.directory, data_dir, instance, print, False)
+    session = open_session(config, data_dir, instance, print, False)
     observe_config(session.instance, session.config)
     graph = session.defs.resolve_asset_graph()
     levels: dict[str, list[str]] = {}

@@ -21,9 +21,9 @@ from pipelines.runner import open_session, pending_states, project_status, run_p
 
 
 def test_identical_data_refrozen_nightly_requests_nothing_and_changed_data_only_its_partitions(
-        write_configs, small_chatterbot, tmp_path):
+        write_configs, tiny, tmp_path):
     beir = beir_folder(tmp_path / "beir")
-    datasets = {**small_chatterbot, "tiny": {"loader": "beir", "path": str(beir)}}
+    datasets = {**tiny, "other": {"loader": "beir", "path": str(beir)}}
     folder = write_configs(models={"ngrams": toy()}, datasets=datasets, protocol=quick_protocol())
     (tmp_path / "home").mkdir()
     instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
@@ -35,7 +35,7 @@ def test_identical_data_refrozen_nightly_requests_nothing_and_changed_data_only_
     context = dg.build_schedule_context(instance=instance,
                                         scheduled_execution_time=datetime.datetime(2026, 11, 30, 2, 0))
     requests = list(nightly_refresh(context))
-    assert sorted(request.partition_key for request in requests) == ["chatterbot-small", "tiny"]
+    assert sorted(request.partition_key for request in requests) == ["other", "tiny"]
     for request in requests:
         assert defs.resolve_job_def("refresh_datasets").execute_in_process(
             partition_key=request.partition_key, instance=instance).success
@@ -48,26 +48,27 @@ def test_identical_data_refrozen_nightly_requests_nothing_and_changed_data_only_
     with (beir / "corpus.jsonl").open("a") as handle:
         handle.write(json.dumps({"_id": "d99", "text": "Seals bark too."}) + "\n")
     planned, requested, changes = plan_and_automation(folder, data, instance)
-    assert changes == ["config/dataset_source [tiny]"]
-    assert requested == planned == {("frozen_dataset", "tiny")}
+    assert changes == ["config/dataset_source [other]"]
+    assert requested == planned == {("frozen_dataset", "other")}
     report = run_pipeline(folder, data, instance=instance)
-    assert report.frozen == ["tiny"] and report.materialized == [(load_config(folder).models["ngrams"].key, "tiny")]
-    assert report.skipped == [(load_config(folder).models["ngrams"].key, "chatterbot-small")] and report.summary_built
+    key = load_config(folder).models["ngrams"].key
+    assert report.frozen == ["other"] and report.materialized == [(key, "other")]
+    assert report.skipped == [(key, "tiny")] and report.summary_built
 
 
-def test_a_new_code_version_makes_exactly_that_asset_stale_everywhere(write_configs, small_chatterbot, tmp_path,
+def test_a_new_code_version_makes_exactly_that_asset_stale_everywhere(write_configs, tiny, tmp_path,
                                                                        monkeypatch):
-    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=small_chatterbot,
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=tiny,
                            protocol=quick_protocol())
     instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
     assert run_pipeline(folder, data, instance=instance).failures == []
     bumped = exact_topk.map_asset_specs(lambda spec: spec.replace_attributes(code_version="2"))
     monkeypatch.setattr(graph, "ASSETS", [bumped if asset is exact_topk else asset for asset in graph.ASSETS])
     planned, requested, _ = plan_and_automation(folder, data, instance)
-    partitions = {str(model_dataset_key(name, "chatterbot-small")) for name in ("ngrams", "ngrams-24")}
+    partitions = {str(model_dataset_key(name, "tiny")) for name in ("ngrams", "ngrams-24")}
     assert requested == planned == {("exact_topk", partition) for partition in partitions}
     session = open_session(folder, data, instance, log=lambda _line: None, verbose=False)
-    states = pending_states(session, list(session.config.models.values()), ["chatterbot-small"])
+    states = pending_states(session, list(session.config.models.values()), ["tiny"])
     assert {(state.asset, state.causes) for state in states} == {("exact_topk", ("has a new code version",))}
     # The search is deterministic: the new run has the same content, so nothing downstream moves.
     report = run_pipeline(folder, data, instance=instance)
@@ -75,13 +76,13 @@ def test_a_new_code_version_makes_exactly_that_asset_stale_everywhere(write_conf
 
 
 def test_an_edited_card_is_stale_with_its_cause_and_a_removed_card_leaves_its_folder(
-        write_configs, small_chatterbot, tmp_path):
-    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=small_chatterbot,
+        write_configs, tiny, tmp_path):
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=tiny,
                            protocol=quick_protocol())
     instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
     assert run_pipeline(folder, data, instance=instance).failures == []
     old_key = load_config(folder).models["ngrams-24"].key
-    edited = write_configs(models={"ngrams": toy(), "ngrams-24": toy(20)}, datasets=small_chatterbot,
+    edited = write_configs(models={"ngrams": toy(), "ngrams-24": toy(20)}, datasets=tiny,
                            protocol=quick_protocol())
     rows = {(row.model, row.level): row for row in project_status(edited, data, instance=instance)}
     new_key = load_config(edited).models["ngrams-24"].key
@@ -94,14 +95,14 @@ def test_an_edited_card_is_stale_with_its_cause_and_a_removed_card_leaves_its_fo
 
     # A dagster dev reading another folder never deletes; removing the card from the folder the
     # instance follows deletes its partition, and its history and artefacts stay.
-    removed = write_configs("removed", models={"ngrams": toy()}, datasets=small_chatterbot, protocol=quick_protocol())
+    removed = write_configs("removed", models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol())
     assert sorted(instance.get_dynamic_partitions(MODELS)) == ["ngrams", "ngrams-24"]
     assert run_pipeline(removed, data, instance=instance).failures == []
     assert instance.get_dynamic_partitions(MODELS) == ["ngrams"]
     assert instance.fetch_materializations(dg.AssetRecordsFilter(
-        dg.AssetKey("retrieval_metrics"), asset_partitions=[str(model_dataset_key("ngrams-24", "chatterbot-small"))]),
+        dg.AssetKey("retrieval_metrics"), asset_partitions=[str(model_dataset_key("ngrams-24", "tiny"))]),
         limit=1).records
-    assert (data / "metrics" / "chatterbot-small" / old_key / "exact.parquet").is_file()
+    assert (data / "metrics" / "tiny" / old_key / "exact.parquet").is_file()
 
 
 def test_dagster_dev_with_only_dagster_home_follows_the_cli(tmp_path, monkeypatch):
@@ -117,9 +118,9 @@ def test_dagster_dev_with_only_dagster_home_follows_the_cli(tmp_path, monkeypatc
     assert _location_folders()[0] == str(tmp_path / "other")
 
 
-def test_observing_the_config_sources_in_dagster_gives_the_cli_versions(write_configs, small_chatterbot, tmp_path):
+def test_observing_the_config_sources_in_dagster_gives_the_cli_versions(write_configs, tiny, tmp_path):
     """The UI's "Observe sources" (the facets' own observe functions) and the CLI's report agree."""
-    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=small_chatterbot)
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=tiny)
     instance = dg.DagsterInstance.ephemeral()
     session = open_session(folder, tmp_path / "data", instance, log=lambda _line: None, verbose=False)
     graph = session.defs.resolve_asset_graph()

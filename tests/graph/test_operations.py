@@ -40,10 +40,10 @@ def assert_one_error_line(stderr: str, *fragments: str) -> str:
     return line
 
 
-def test_a_killed_run_is_marked_failed_by_the_next_one(write_configs, small_chatterbot, tmp_path):
+def test_a_killed_run_is_marked_failed_by_the_next_one(write_configs, tiny, tmp_path):
     slow = {"backend": "entry-point", "entry_point": "toy_encoders:SlowNgrams", "options": {"dim": 16, "seconds": 2},
             "run": {"batch_size": 8}}
-    folder = write_configs(models={"slow": slow}, datasets=small_chatterbot, protocol=quick_protocol())
+    folder = write_configs(models={"slow": slow}, datasets=tiny, protocol=quick_protocol())
     data = tmp_path / "data"
     process = subprocess.Popen([sys.executable, "-m", "embedpyramid.cli", "run", "--configs", str(folder), "--data",
                                 str(data)], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -66,7 +66,7 @@ def test_a_killed_run_is_marked_failed_by_the_next_one(write_configs, small_chat
     ghost = next(r.dagster_run for r in instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])))
     assert ghost.tags[PID_TAG] == str(process.pid)
 
-    fast = write_configs(models={"slow": {**slow, "options": {"dim": 16, "seconds": 0}}}, datasets=small_chatterbot,
+    fast = write_configs(models={"slow": {**slow, "options": {"dim": 16, "seconds": 0}}}, datasets=tiny,
                          protocol=quick_protocol())
     lines: list[str] = []
     report = run_pipeline(fast, data, log=lines.append)
@@ -78,10 +78,10 @@ def test_a_killed_run_is_marked_failed_by_the_next_one(write_configs, small_chat
     assert not list(data.rglob("*.tmp"))
 
 
-def test_a_dataset_broken_after_a_good_run_fails_alone_and_a_new_card_still_runs(write_configs, small_chatterbot,
-                                                                                 tmp_path, capsys):
+def test_a_dataset_broken_after_a_good_run_fails_alone_and_a_new_card_still_runs(write_configs, tiny, tmp_path,
+                                                                                 capsys):
     beir = beir_folder(tmp_path / "beir")
-    datasets = {**small_chatterbot, "tiny": {"loader": "beir", "path": str(beir)}}
+    datasets = {**tiny, "animals": {"loader": "beir", "path": str(beir)}}
     folder = write_configs(models={"ngrams": toy()}, datasets=datasets, protocol=quick_protocol())
     data = tmp_path / "data"
     assert main(["run", "--configs", str(folder), "--data", str(data)]) == 0
@@ -92,23 +92,23 @@ def test_a_dataset_broken_after_a_good_run_fails_alone_and_a_new_card_still_runs
     assert main(["run", "--configs", str(added), "--data", str(data)]) == 1
     err = capsys.readouterr().err
     failed = [line for line in err.splitlines() if line.startswith("FAILED")]
-    assert len(failed) == 1 and failed[0].startswith("FAILED frozen_dataset[tiny]: ")
+    assert len(failed) == 1 and failed[0].startswith("FAILED frozen_dataset[animals]: ")
     assert "corpus.jsonl:13: malformed JSON" in failed[0] and "Traceback" not in err
     new_key = load_config(added).models["ngrams-24"].key
-    assert (data / "metrics" / "chatterbot-small" / new_key / "exact.parquet").is_file()
-    assert not (data / "metrics" / "tiny" / new_key).exists()
-    assert (data / "datasets" / "tiny" / "corpus.parquet").is_file()  # the last good freeze is kept
+    assert (data / "metrics" / "tiny" / new_key / "exact.parquet").is_file()
+    assert not (data / "metrics" / "animals" / new_key).exists()
+    assert (data / "datasets" / "animals" / "corpus.parquet").is_file()  # the last good freeze is kept
 
 
-def test_question_marks_and_brackets_in_the_data_path_are_taken_literally(write_configs, small_chatterbot, tmp_path,
+def test_question_marks_and_brackets_in_the_data_path_are_taken_literally(write_configs, tiny, tmp_path,
                                                                           capsys, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot, protocol=quick_protocol())
+    folder = write_configs(models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol())
     data = tmp_path / "runs[1]?x=1#a%20b"
     assert main(["run", "--configs", str(folder), "--data", str(data)]) == 0
     assert (data / "dagster_home" / "history" / "runs.db").is_file() and (data / "results.duckdb").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["cache", "configs", data.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["cache", "configs", "tiny-beir", data.name])
     capsys.readouterr()
     assert main(["leaderboard", "--data", str(data), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)
@@ -116,8 +116,8 @@ def test_question_marks_and_brackets_in_the_data_path_are_taken_literally(write_
     assert "up to date" in capsys.readouterr().err
 
 
-def test_a_read_only_data_folder_is_refused_with_one_line(write_configs, small_chatterbot, tmp_path):
-    folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot)
+def test_a_read_only_data_folder_is_refused_with_one_line(write_configs, tiny, tmp_path):
+    folder = write_configs(models={"ngrams": toy()}, datasets=tiny)
     data = tmp_path / "data"
     data.mkdir()
     if os.geteuid() == 0:  # root ignores permission bits; an immutable folder refuses root too
@@ -182,8 +182,8 @@ def test_a_failed_dataset_says_once_why_the_summary_was_skipped(write_configs, t
     assert "FAILED summary" not in result.stderr and "ValueError" not in result.stderr
 
 
-def test_two_spec_names_that_share_an_asset_are_a_config_error(write_configs, small_chatterbot, capsys):
-    folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot,
+def test_two_spec_names_that_share_an_asset_are_a_config_error(write_configs, tiny, capsys):
+    folder = write_configs(models={"ngrams": toy()}, datasets=tiny,
                            ann=small_ann(**{"flat-a": {"factory": "Flat"}, "flat_a": {"factory": "Flat"}}))
     assert main(["run", "--configs", str(folder)]) == 2
     line = assert_one_error_line(capsys.readouterr().err, "ann.yaml", "indexes.flat-a and indexes.flat_a",
@@ -192,14 +192,14 @@ def test_two_spec_names_that_share_an_asset_are_a_config_error(write_configs, sm
 
 
 @pytest.mark.parametrize("breakage", ["bad card", "missing folder", "colliding specs"])
-def test_the_code_location_loads_and_shows_a_broken_config(write_configs, small_chatterbot, tmp_path, breakage):
+def test_the_code_location_loads_and_shows_a_broken_config(write_configs, tiny, tmp_path, breakage):
     if breakage == "bad card":
-        folder = write_configs(models={"ngrams": {**toy(), "pooling": "sideways"}}, datasets=small_chatterbot)
+        folder = write_configs(models={"ngrams": {**toy(), "pooling": "sideways"}}, datasets=tiny)
         expected = "models.ngrams.pooling"
     elif breakage == "missing folder":
         folder, expected = tmp_path / "nowhere", "does not exist"
     else:
-        folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot,
+        folder = write_configs(models={"ngrams": toy()}, datasets=tiny,
                                ann=small_ann(**{"flat-a": {"factory": "Flat"}, "flat_a": {"factory": "Flat"}}))
         expected = "indexes.flat-a and indexes.flat_a"
     env = {**ENV, "EMBEDPYRAMID_CONFIGS": str(folder), "EMBEDPYRAMID_DATA": str(tmp_path / "data"),
@@ -216,8 +216,8 @@ def test_the_code_location_loads_and_shows_a_broken_config(write_configs, small_
         line for line in output.splitlines() if "SupersessionWarning" in line]
 
 
-def test_a_second_run_waits_for_the_first_or_names_it(write_configs, small_chatterbot, tmp_path, capsys):
-    folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot, protocol=quick_protocol())
+def test_a_second_run_waits_for_the_first_or_names_it(write_configs, tiny, tmp_path, capsys):
+    folder = write_configs(models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol())
     data = tmp_path / "data"
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from pipelines.instance import DataFolderLock, open_instance; "
@@ -253,8 +253,8 @@ def imported_by(importtime: str) -> dict[str, str | None]:
     return parents
 
 
-def test_a_warm_run_with_nothing_to_do_loads_no_model_library(write_configs, small_chatterbot, tmp_path):
-    folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot, protocol=quick_protocol(),
+def test_a_warm_run_with_nothing_to_do_loads_no_model_library(write_configs, tiny, tmp_path):
+    folder = write_configs(models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol(),
                            ann=small_ann(flat={"factory": "Flat"}))
     data = tmp_path / "data"
     assert cli("run", "--configs", str(folder), "--data", str(data)).returncode == 0
