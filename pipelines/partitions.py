@@ -72,9 +72,14 @@ def partition_sync(instance: dg.DagsterInstance, config: ProjectConfig) -> dict[
     return changes
 
 
-def apply_partition_sync(instance: dg.DagsterInstance, config: ProjectConfig, *, delete: bool) -> None:
+def apply_partition_sync(instance: dg.DagsterInstance, config: ProjectConfig, *, delete: bool) -> list[str]:
+    """Add the config's cards and datasets as partitions (and delete those it lacks, if
+    ``delete``); return what was deleted ("models: old-card")."""
+    deleted = []
     for name, (add, removed) in partition_sync(instance, config).items():
         if add:
             instance.add_dynamic_partitions(name, add)
         for key in removed if delete else []:
             instance.delete_dynamic_partition(name, key)
+            deleted.append(f"{name}: {key}")
+    return deleted

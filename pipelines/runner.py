@@ -127,7 +127,9 @@ def open_session(
     defs = build_definitions(config.directory, store.root, index_specs(config.directory))
     instance = instance or open_instance(store.root)
     bind(instance, config.directory, store.root)
-    apply_partition_sync(instance, config, delete=True)
+    deleted = apply_partition_sync(instance, config, delete=True)
+    if deleted:
+        log(f"partitions deleted, no longer in {config.directory} (their history stays): {', '.join(deleted)}")
     return Session(config, store, defs, instance, log, verbose)
 
 
