@@ -41,17 +41,17 @@ def assert_one_error_line(stderr: str, *fragments: str) -> str:
 
 
 def test_a_killed_run_is_marked_failed_by_the_next_one(write_configs, tiny, tmp_path):
-    slow = {"backend": "entry-point", "entry_point": "toy_encoders:SlowNgrams", "options": {"dim": 16, "seconds": 2},
-            "run": {"batch_size": 8}}
+    slow = {"backend": "entry-point", "entry_point": "toy_encoders:SlowNgrams", "options": {"dim": 16, "seconds": 3},
+            "run": {"batch_size": 4}}
     folder = write_configs(models={"slow": slow}, datasets=tiny, protocol=quick_protocol())
     data = tmp_path / "data"
-    process = subprocess.Popen([sys.executable, "-m", "embedpyramid.cli", "run", "--configs", str(folder), "--data",
-                                str(data)], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    with (tmp_path / "killed.log").open("w") as output:
+        process = subprocess.Popen([sys.executable, "-m", "embedpyramid.cli", "run", "--configs", str(folder), "--data",
+                                    str(data)], cwd=REPO, env=ENV, stdout=output, stderr=output, start_new_session=True)
     instance = None
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and process.poll() is None:
             if (data / "dagster_home" / "history" / "runs.db").is_file():
                 instance = instance or open_instance(data)
                 started = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
@@ -59,7 +59,7 @@ def test_a_killed_run_is_marked_failed_by_the_next_one(write_configs, tiny, tmp_
                     break
             time.sleep(0.5)
         else:
-            pytest.fail("the run never started encoding")
+            pytest.fail(f"the run never started encoding: {(tmp_path / 'killed.log').read_text()[-2000:]}")
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
