@@ -41,6 +41,7 @@ from embedpyramid.store import StorePath, is_local
 
 BINDING_FILE = "embedpyramid.json"
 LOCK_FILE = ".embedpyramid.lock"
+OPEN_LOCK_FILE = ".embedpyramid-open.lock"
 PID_TAG, HOST_TAG = "embedpyramid/pid", "embedpyramid/host"
 # SQLAlchemy reads these as URL syntax in a SQLite path (query, fragment, percent escapes).
 _URL_SIGNIFICANT = set("?#%")
@@ -80,13 +81,21 @@ def instance_home(data_root: StorePath) -> Path:
 
 
 def open_instance(data_root: StorePath) -> dg.DagsterInstance:
-    """The persistent instance of a data folder (see the module docstring)."""
+    """The persistent instance of a data folder (see the module docstring).
+
+    Opening is serialized between processes: the first open creates the SQLite schema, and two
+    processes creating it at once leave it unusable ("more than one head present")."""
     home = instance_home(data_root)
     home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.is_file():
-        config.write_text(_INSTANCE_YAML.format(home=home), encoding="utf-8")
-    return dg.DagsterInstance.from_config(str(_sqlite_safe(home)))
+    handle = os.open(home / OPEN_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        config = home / "dagster.yaml"
+        if not config.is_file():
+            config.write_text(_INSTANCE_YAML.format(home=home), encoding="utf-8")
+        return dg.DagsterInstance.from_config(str(_sqlite_safe(home)))
+    finally:
+        os.close(handle)
 
 
 def _sqlite_safe(home: Path) -> Path:

@@ -78,6 +78,18 @@ def test_a_killed_run_is_marked_failed_by_the_next_one(write_configs, tiny, tmp_
     assert not list(data.rglob("*.tmp"))
 
 
+def test_processes_opening_a_new_run_history_at_once_do_not_corrupt_it(tmp_path):
+    opener = ("import sys; from pipelines.instance import open_instance; from embedpyramid.store import store_path; "
+              "print(len(open_instance(store_path(sys.argv[1])).get_run_records()))")
+    for attempt in range(4):  # unserialized, about one attempt in four breaks the schema here
+        data = tmp_path / f"data-{attempt}"
+        openers = [subprocess.Popen([sys.executable, "-c", opener, str(data)], cwd=REPO, env=ENV, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+        results = [process.communicate(timeout=300) for process in openers]
+        assert [process.returncode for process in openers] == [0] * 4, results
+        assert [out.strip() for out, _ in results] == ["0"] * 4
+
+
 def test_a_dataset_broken_after_a_good_run_fails_alone_and_a_new_card_still_runs(write_configs, tiny, tmp_path,
                                                                                  capsys):
     beir = beir_folder(tmp_path / "beir")
