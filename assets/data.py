@@ -3,21 +3,24 @@
 
 import dagster as dg
 
+from assets.metadata import partition_check
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
 from embedpyramid.reports import markdown_table
 from embedpyramid.store import read_frame
+from pipelines.freshness import DATASET_SOURCE, EVALUATE_WHEN_STALE, facet_deps
 from pipelines.partitions import dataset_partitions
 from resources import ProjectResource
 
 
 @dg.asset(
     partitions_def=dataset_partitions,
+    deps=facet_deps(DATASET_SOURCE),
     group_name="data",
     code_version="1",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.on_missing(),
-    check_specs=[dg.AssetCheckSpec("tables_match_manifest", asset="frozen_dataset", blocking=True,
-                                   description="Tables match their manifest hashes and qrels name known ids")],
+    automation_condition=EVALUATE_WHEN_STALE,
+    check_specs=[partition_check("tables_match_manifest", "frozen_dataset", dataset_partitions,
+                                 "Tables match their manifest hashes and qrels name known ids", blocking=True)],
 )
 def frozen_dataset(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """The dataset frozen to normalized tables; its data version is the hash of their hashes."""

@@ -4,20 +4,22 @@ bytes, peak RSS and cost — beside the quality numbers, in results.duckdb and t
 import dagster as dg
 import polars as pl
 
-from assets.embeddings import ENCODER_POOL
-from embedpyramid.efficiency import efficiency_path, measure_efficiency
 from embedpyramid.reports import markdown_table
-from pipelines.partitions import EFFICIENCY, group_fingerprint, model_dataset_partitions
+from pipelines.freshness import EVALUATE_WHEN_STALE, RESAMPLING, RUN_SETTINGS, facet_deps
+from pipelines.instance import ENCODER_POOL
+from pipelines.partitions import model_dataset_partitions
 from resources import EncoderRegistry, ProjectResource
 
 
 @dg.asset(
     partitions_def=model_dataset_partitions,
-    deps=["query_embeddings", "document_embeddings", "exact_topk"],
+    # The run settings (batch size, threads, latency sample, prices) set these numbers; the
+    # comparison seed draws the latency sample.
+    deps=["query_embeddings", "document_embeddings", "exact_topk", *facet_deps(RUN_SETTINGS, RESAMPLING)],
     group_name="efficiency",
     code_version="1",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=EVALUATE_WHEN_STALE,
     pool=ENCODER_POOL,
 )
 def efficiency(
@@ -26,6 +28,8 @@ def efficiency(
     """Throughput (documents and queries apart), query latency p50/p95 at batch 1, exact-search
     QPS, bytes per vector, peak RSS of the encode, device, threads and cost of one model on one
     dataset; the latency is measured with the card's model (a local card only)."""
+    from embedpyramid.efficiency import efficiency_path, measure_efficiency
+
     part = project.partition(context)
     config, model, dataset = part.config, part.model, part.dataset
     frame = measure_efficiency(part.store, model, dataset, part.frozen, lambda: encoders.encoder(model),
@@ -39,6 +43,6 @@ def efficiency(
         "cost_basis": dg.MetadataValue.text(row["cost_basis"]),
         "table": dg.MetadataValue.md(markdown_table(pl.DataFrame({"field": list(row),
                                                                   "value": [str(v) for v in row.values()]}))),
-        "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, part.frozen.version, EFFICIENCY)),
+        "card_key": dg.MetadataValue.text(model.key),
         "path": dg.MetadataValue.path(str(efficiency_path(part.store, dataset, model.key))),
     })

@@ -3,59 +3,25 @@ and their raw twins (pyramid L1). One forward pass per text writes both: the raw
 from the model without its final Normalize module, the card's are derived from them.
 
 Every asset that runs a model takes a slot of the ``encoders`` pool, so a backfill of many
-models does not oversubscribe the machine (one slot by default; see :func:`ensure_encoder_pool`).
+models does not oversubscribe the machine (one slot by default; see
+:func:`pipelines.instance.ensure_encoder_pool`).
 """
 
 import time
 
 import dagster as dg
-import psutil
 
+from assets.metadata import partition_check
 from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import DIRECTION_SAMPLE, PLURAL, Kind, embed_table, table_problems
+from pipelines.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
+from pipelines.instance import ENCODER_POOL
 from pipelines.partitions import model_dataset_partitions
 from resources import EncoderRegistry, ProjectResource
 
 # Unit(raw) may differ from the shipped model's output only by float rounding.
 DIRECTION_TOLERANCE = 1e-5
-ENCODER_POOL = "encoders"
-ENCODER_POOL_LIMIT = 1
 PROGRESS_SECONDS = 30.0
-
-
-def ensure_encoder_pool(instance: dg.DagsterInstance, limit: int = ENCODER_POOL_LIMIT) -> list[str]:
-    """Give the ``encoders`` pool ``limit`` slots unless the instance already has a limit for it
-    (``dagster instance concurrency set encoders N`` keeps its own), and free the slots of runs
-    that can no longer use them; returns those runs' ids.
-
-    A run killed mid-encode stays STARTED in the instance with its slot claimed, and every later
-    encode would wait for it forever. A claim is stale when its run has finished, or when the
-    process that executed it in-process (the pid Dagster records when a run starts its steps)
-    is gone from this machine; runs without such a record (launched elsewhere) are left alone.
-    """
-    storage = instance.event_log_storage
-    if not storage.supports_global_concurrency_limits:
-        return []
-    if ENCODER_POOL not in storage.get_concurrency_keys():
-        storage.set_concurrency_slots(ENCODER_POOL, limit)
-    info = storage.get_concurrency_info(ENCODER_POOL)
-    holders = {slot.run_id for slot in info.claimed_slots} | {step.run_id for step in info.pending_steps}
-    stale = [run_id for run_id in sorted(holders) if _cannot_hold_a_slot(instance, run_id)]
-    for run_id in stale:
-        storage.free_concurrency_slots_for_run(run_id)
-    return stale
-
-
-def _cannot_hold_a_slot(instance: dg.DagsterInstance, run_id: str) -> bool:
-    run = instance.get_run_by_id(run_id)
-    if run is None or run.is_finished:
-        return True
-    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
-        data = record.dagster_event.engine_event_data if record.dagster_event else None
-        pid = data.metadata.get("pid") if data is not None else None
-        if pid is not None and str(pid.value).isdigit():
-            return not psutil.pid_exists(int(pid.value))
-    return False
 
 
 def progress_logger(context: dg.AssetExecutionContext, what: str):
@@ -75,23 +41,23 @@ def progress_logger(context: dg.AssetExecutionContext, what: str):
 
 def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
     name = f"raw_{kind}_embeddings" if raw else f"{kind}_embeddings"
-    checks = [dg.AssetCheckSpec("vectors_valid", asset=name, blocking=True,
-                                description="One finite, non-zero vector of the card's dimension per row")]
+    checks = [partition_check("vectors_valid", name, model_dataset_partitions,
+                              "One finite, non-zero vector of the card's dimension per row", blocking=True)]
     if raw:
-        checks.append(dg.AssetCheckSpec(
-            "direction_preserved", asset=name, blocking=True,
-            description=f"max |unit(raw) - shipped model output| <= {DIRECTION_TOLERANCE} on {DIRECTION_SAMPLE} texts"))
+        checks.append(partition_check(
+            "direction_preserved", name, model_dataset_partitions,
+            f"max |unit(raw) - shipped model output| <= {DIRECTION_TOLERANCE} on {DIRECTION_SAMPLE} texts", blocking=True))
 
     @dg.asset(
         name=name,
         partitions_def=model_dataset_partitions,
-        deps=["frozen_dataset", f"{kind}_embeddings"] if raw else ["frozen_dataset"],
+        deps=[*(["frozen_dataset", f"{kind}_embeddings"] if raw else ["frozen_dataset"]), *facet_deps(MODEL_CARD)],
         group_name="l1_geometry" if raw else "embeddings",
         code_version="1",
         kinds={"parquet", "torch"},
-        automation_condition=dg.AutomationCondition.eager(),
-        check_specs=checks,
         pool=ENCODER_POOL,
+        automation_condition=EVALUATE_WHEN_STALE,
+        check_specs=checks,
     )
     def embeddings(
         context: dg.AssetExecutionContext, project: ProjectResource, encoders: EncoderRegistry
@@ -124,6 +90,7 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
             "notes": dg.MetadataValue.json(meta["notes"]),
             "backend": dg.MetadataValue.json(meta["backend"]),
             "card_hash": dg.MetadataValue.text(model.card_hash),
+            "card_key": dg.MetadataValue.text(model.key),
             "path": dg.MetadataValue.path(str(result.path)),
         }
         if raw:

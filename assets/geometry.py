@@ -2,19 +2,10 @@
 
 import dagster as dg
 
-from embedpyramid.geometry.level import (
-    analyse_geometry,
-    l1_dir,
-    norm_histogram,
-    price_normalization,
-    price_table,
-    read_raw_vectors,
-    write_geometry,
-    write_price,
-)
-from embedpyramid.geometry.norms import vector_norms
+from assets.metadata import partition_check
 from embedpyramid.reports import markdown_table, svg_markdown
-from pipelines.partitions import L1, group_fingerprint, model_dataset_partitions
+from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
+from pipelines.partitions import model_dataset_partitions
 from resources import ProjectResource
 
 # The expansion -(|q|^2 - 2 q.d + |d|^2) in float32 against literal float64 distances.
@@ -23,14 +14,17 @@ EUCLIDEAN_TOLERANCE = 1e-4
 
 @dg.asset(
     partitions_def=model_dataset_partitions,
-    deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset"],
+    deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset", *facet_deps(RESAMPLING)],
     group_name="l1_geometry",
     code_version="1",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=EVALUATE_WHEN_STALE,
 )
 def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Raw norm statistics, norm vs length correlations, length quintiles, anisotropy, spread vs margin."""
+    from embedpyramid.geometry.level import analyse_geometry, l1_dir, norm_histogram, read_raw_vectors, write_geometry
+    from embedpyramid.geometry.norms import vector_norms
+
     part = project.partition(context)
     raw = read_raw_vectors(part.store, part.model, part.frozen)
     report = analyse_geometry(raw, seed=part.config.protocol.comparison.seed)
@@ -44,6 +38,7 @@ def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -
         "query_norms": dg.MetadataValue.json(summary["query_norms"]),
         "length_correlations": dg.MetadataValue.json(summary["length_correlations"]),
         "anisotropy": dg.MetadataValue.float(report.anisotropy),
+        "card_key": dg.MetadataValue.text(part.model.key),
         "spread_vs_margin": dg.MetadataValue.json(summary["spread_margin"]),
         "quintiles": dg.MetadataValue.md(markdown_table(report.quintiles)),
         "norm_histogram": dg.MetadataValue.md(svg_markdown(histogram, "raw norm histogram")),
@@ -53,18 +48,21 @@ def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -
 
 @dg.asset(
     partitions_def=model_dataset_partitions,
-    deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset"],
+    deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset",
+          *facet_deps(SEARCH, MEASURES, CONVENTIONS, RESAMPLING)],
     group_name="l1_geometry",
     code_version="1",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
-    check_specs=[dg.AssetCheckSpec("euclidean_expansion_exact", asset="normalization_price",
-                                   description=f"Expansion scores within {EUCLIDEAN_TOLERANCE} of literal distances")],
+    automation_condition=EVALUATE_WHEN_STALE,
+    check_specs=[partition_check("euclidean_expansion_exact", "normalization_price", model_dataset_partitions,
+                                 f"Expansion scores within {EUCLIDEAN_TOLERANCE} of literal distances")],
 )
 def normalization_price(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """normalize at encode × {dot, cosine, euclidean} and raw × the same, deduplicated to five:
     retrieval metrics, delta vs normalized + dot with a paired bootstrap CI, top-10 overlap, top-1
     changes, retrieved length and norm, pick ratio per length quintile."""
+    from embedpyramid.geometry.level import l1_dir, price_normalization, price_table, read_raw_vectors, write_price
+
     part = project.partition(context)
     config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
     price = price_normalization(config, dataset, read_raw_vectors(part.store, model, frozen), frozen)
@@ -75,7 +73,7 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
             "price_table": dg.MetadataValue.md(markdown_table(price_table(price.price))),
             "behaviour": dg.MetadataValue.md(markdown_table(price.behaviour)),
             "settings": dg.MetadataValue.json(price.settings),
-            "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, frozen.version, L1)),
+            "card_key": dg.MetadataValue.text(model.key),
             "path": dg.MetadataValue.path(str(path)),
         },
         check_results=[dg.AssetCheckResult(

@@ -3,14 +3,13 @@
 
 import dagster as dg
 
+from assets.metadata import headline_metrics, table_metadata
 from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
-from embedpyramid.reports import markdown_table
-from embedpyramid.retrieval.level import score_run, search_embeddings, write_scored_run
-from embedpyramid.retrieval.search import search_metric
-from embedpyramid.retrieval.trec import write_trec_run
+from embedpyramid.reports.results import sort_metrics
 from embedpyramid.store import write_parquet
-from pipelines.partitions import L2, group_fingerprint, model_dataset_partitions
+from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, SEARCH, facet_deps
+from pipelines.partitions import model_dataset_partitions
 from resources import ProjectResource
 
 EXACT = "exact"
@@ -18,15 +17,19 @@ EXACT = "exact"
 
 @dg.asset(
     partitions_def=model_dataset_partitions,
-    deps=["query_embeddings", "document_embeddings"],
+    deps=["query_embeddings", "document_embeddings", *facet_deps(SEARCH)],
     group_name="l2_retrieval",
     code_version="1",
     kinds={"torch", "parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=EVALUATE_WHEN_STALE,
 )
 def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Exact top-depth in the card's similarity, streaming the documents block by block; a
     long-format run plus a TREC run file."""
+    from embedpyramid.retrieval.level import search_embeddings
+    from embedpyramid.retrieval.search import search_metric
+    from embedpyramid.retrieval.trec import write_trec_run
+
     part = project.partition(context)
     config, store, model, frozen = part.config, part.store, part.model, part.frozen
     result = search_embeddings(
@@ -45,6 +48,7 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
             "similarity": dg.MetadataValue.text(model.similarity),
             "search_seconds": dg.MetadataValue.float(result.seconds),
             "queries_per_second": dg.MetadataValue.float(result.queries_per_second),
+            "card_key": dg.MetadataValue.text(model.key),
             "path": dg.MetadataValue.path(str(run_dir / f"{EXACT}.parquet")),
             "trec_run": dg.MetadataValue.path(str(run_dir / f"{EXACT}.trec")),
         },
@@ -54,14 +58,19 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
 
 @dg.asset(
     partitions_def=model_dataset_partitions,
-    deps=["exact_topk", "frozen_dataset"],
+    deps=["exact_topk", "frozen_dataset", *facet_deps(MEASURES, CONVENTIONS)],
     group_name="l2_retrieval",
     code_version="2",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=EVALUATE_WHEN_STALE,
 )
 def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-    """Per-query Recall, Hit, MRR, MAP, nDCG, P at every k and R-precision, conventions recorded."""
+    """Per-query Recall, Hit, MRR, MAP, nDCG, P at every k and R-precision, conventions recorded.
+
+    The headline numbers (the report metric and the measures at its cutoff) are numeric metadata,
+    so the Plots tab charts them across materializations."""
+    from embedpyramid.retrieval.level import score_run, write_scored_run
+
     part = project.partition(context)
     config, store, model, dataset = part.config, part.store, part.model, part.dataset
     scored = score_run(
@@ -70,13 +79,16 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
     )
     path = write_scored_run(scored, store.metrics_path(dataset, model.key, EXACT))
     manifest = scored.manifest()
+    means = sort_metrics(scored.means())
     return dg.MaterializeResult(
         metadata={
+            **headline_metrics(means, config.protocol.comparison.report_metric),
             "evaluated_queries": dg.MetadataValue.int(manifest["evaluated_queries"]),
             "excluded_queries": dg.MetadataValue.int(manifest["excluded_queries"]),
             "conventions": dg.MetadataValue.json(manifest["conventions"]),
-            "metrics": dg.MetadataValue.md(markdown_table(scored.means())),
-            "fingerprint": dg.MetadataValue.text(group_fingerprint(config, model, dataset, part.frozen.version, L2)),
+            "metrics": table_metadata(means),
+            "baseline": dg.MetadataValue.bool(model.name == config.baseline.name),
+            "card_key": dg.MetadataValue.text(model.key),
             "path": dg.MetadataValue.path(str(path)),
         },
         data_version=dg.DataVersion(sha256_table(scored.per_query.to_arrow())),

@@ -1,40 +1,45 @@
 """Pyramid L4 per (model, dataset): one asset per index spec of ann.yaml, and the frontier."""
 
+from typing import TYPE_CHECKING
+
 import dagster as dg
 
-from embedpyramid.hashing import sha256_json
 from embedpyramid.reports import markdown_table, svg_markdown
-from embedpyramid.serving import IndexSpec
-from embedpyramid.serving.level import FRONTIER_COLUMNS, evaluate_serving
-from embedpyramid.serving.level import serving_frontier as compute_frontier
-from pipelines.partitions import (
-    L4_FRONTIER,
-    ann_asset_name,
-    group_fingerprint,
-    l4_group,
-    model_dataset_partitions,
+from pipelines.freshness import (
+    ANN_SETTINGS,
+    CONVENTIONS,
+    EVALUATE_WHEN_STALE,
+    RESAMPLING,
+    ann_spec_facet,
+    facet_deps,
 )
+from pipelines.partitions import ann_asset_name, model_dataset_partitions
 from resources import ProjectResource
+
+if TYPE_CHECKING:
+    from embedpyramid.serving import IndexSpec
 
 L4_DEPS = ["query_embeddings", "document_embeddings", "exact_topk", "frozen_dataset"]
 
 
-def ann_asset(spec: IndexSpec) -> dg.AssetsDefinition:
-    """The asset of one spec; its code version follows the spec, so the UI marks exactly the
-    specs that changed as stale."""
+def ann_asset(spec: "IndexSpec") -> dg.AssetsDefinition:
+    """The asset of one spec; it depends on its own spec facet, so editing one spec makes only
+    its asset stale."""
 
     @dg.asset(
         name=ann_asset_name(spec.name),
         partitions_def=model_dataset_partitions,
-        deps=L4_DEPS,
+        deps=[*L4_DEPS, *facet_deps(ann_spec_facet(spec.name), ANN_SETTINGS, CONVENTIONS, RESAMPLING)],
         group_name="l4_serving",
-        code_version="1-" + sha256_json(spec.model_dump(mode="json"))[:12],
+        code_version="1",
         kinds={"faiss", "parquet"},
-        automation_condition=dg.AutomationCondition.eager(),
+        automation_condition=EVALUATE_WHEN_STALE,
         description=f"{spec.describe()}: ANN recall@k vs exact, relevance under ANN with the paired delta vs "
                     "exact, build seconds, bytes, QPS, p50/p95 latency and peak RSS per sweep point.",
     )
     def ann_spec(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        from embedpyramid.serving.level import FRONTIER_COLUMNS, evaluate_serving
+
         part = project.partition(context)
         config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
         result = evaluate_serving(config, part.store, model, dataset, frozen, config.ann.spec(spec.name))
@@ -51,27 +56,30 @@ def ann_asset(spec: IndexSpec) -> dg.AssetsDefinition:
             "peak_rss_bytes": dg.MetadataValue.int(result.built.peak_rss_bytes),
             "seeds": dg.MetadataValue.json([built.seed for built in result.builds]),
             "findings": dg.MetadataValue.json(list(result.findings)),
+            "best_ann_recall": dg.MetadataValue.float(float(summary["ann_recall"].max())),
             "sweep": dg.MetadataValue.md(markdown_table(summary.select(FRONTIER_COLUMNS))),
-            "fingerprint": dg.MetadataValue.text(
-                group_fingerprint(config, model, dataset, frozen.version, l4_group(spec.name))),
+            "card_key": dg.MetadataValue.text(model.key),
         })
 
     return ann_spec
 
 
-def frontier_asset(specs: tuple[IndexSpec, ...]) -> dg.AssetsDefinition:
+def frontier_asset(specs: "tuple[IndexSpec, ...]") -> dg.AssetsDefinition:
     """The recall/QPS frontier over the sweep points of every spec."""
 
     @dg.asset(
         partitions_def=model_dataset_partitions,
-        deps=[ann_asset_name(spec.name) for spec in specs],
+        deps=[*(ann_asset_name(spec.name) for spec in specs), *facet_deps(ANN_SETTINGS)],
         group_name="l4_serving",
         code_version="1",
         kinds={"parquet"},
-        automation_condition=dg.AutomationCondition.eager(),
+        automation_condition=EVALUATE_WHEN_STALE,
     )
     def serving_frontier(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
         """The recall/QPS frontier over every spec's sweep points, and QPS at the target recalls."""
+        from embedpyramid.serving.level import FRONTIER_COLUMNS
+        from embedpyramid.serving.level import serving_frontier as compute_frontier
+
         part = project.partition(context)
         config, model, dataset = part.config, part.model, part.dataset
         result = compute_frontier(config, part.store, dataset, model.key)
@@ -79,13 +87,12 @@ def frontier_asset(specs: tuple[IndexSpec, ...]) -> dg.AssetsDefinition:
             "frontier": dg.MetadataValue.md(markdown_table(result.frontier.select(FRONTIER_COLUMNS))),
             "qps_at_recall": dg.MetadataValue.md(markdown_table(result.qps_at_recall)),
             "plot": dg.MetadataValue.md(svg_markdown(result.svg, "recall/QPS frontier")),
-            "fingerprint": dg.MetadataValue.text(
-                group_fingerprint(config, model, dataset, part.frozen.version, L4_FRONTIER)),
+            "card_key": dg.MetadataValue.text(model.key),
         })
 
     return serving_frontier
 
 
-def serving_assets(specs: tuple[IndexSpec, ...]) -> list[dg.AssetsDefinition]:
+def serving_assets(specs: "tuple[IndexSpec, ...]") -> list[dg.AssetsDefinition]:
     """One asset per spec of ann.yaml, and the frontier depending on all of them."""
     return [*(ann_asset(spec) for spec in specs), frontier_asset(specs)]

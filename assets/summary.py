@@ -2,25 +2,19 @@
 
 import dagster as dg
 
+from assets.metadata import table_metadata
 from embedpyramid.reports import forest_plot_svg, hsd_summary, key_table_markdown, markdown_table, svg_markdown
 from embedpyramid.reports.results import build_results_db, read_leaderboard
-from embedpyramid.reports.summary import (
-    build_report,
-    compare_evaluated,
-    evaluated_partitions,
-    read_comparison_tables,
-    results_tables,
-)
-from pipelines.partitions import summary_fingerprint
+from pipelines.freshness import COMPARISON, SUMMARIZE_WHEN_STALE, facet_deps
 from resources import ProjectResource
 
 
 @dg.asset(
-    deps=["retrieval_metrics"],
+    deps=["retrieval_metrics", *facet_deps(COMPARISON)],
     group_name="summary",
     code_version="2",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=SUMMARIZE_WHEN_STALE,
 )
 def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Every model against the baseline per dataset × metric × slice: mean delta, paired bootstrap
@@ -28,6 +22,8 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     (Benjamini–Hochberg) family, win/tie/loss; the Tukey HSD groups with three or more models;
     the random-ranking floor; the worst regressions and the per-query deltas of the report
     metric; and the verdict."""
+    from embedpyramid.reports.summary import compare_evaluated, evaluated_partitions
+
     config, store = project.config, project.store
     partitions, missing = evaluated_partitions(config, store)
     tables = compare_evaluated(config, store, partitions)
@@ -52,28 +48,32 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 
 
 @dg.asset(
-    deps=["retrieval_metrics", "comparisons", "efficiency"],
+    deps=["retrieval_metrics", "comparisons", "efficiency", *facet_deps(COMPARISON)],
     group_name="summary",
     code_version="3",
     kinds={"duckdb"},
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=SUMMARIZE_WHEN_STALE,
 )
 def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """``<data>/results.duckdb``: per-query metrics, runs, qrels, the leaderboard and the
     comparisons of every card in ``models.yaml`` on every dataset that has been evaluated."""
+    from embedpyramid.reports.summary import evaluated_partitions, results_tables
+
     store = project.store
     partitions, missing = evaluated_partitions(project.config, store)
     if missing:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
     path = build_results_db(store.results_db, partitions, results_tables(store),
                             quality_metric=project.config.protocol.comparison.report_metric)
+    baseline = project.config.baseline.key
     wide = read_leaderboard(path).pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(path)),
             "partitions": dg.MetadataValue.int(len(partitions)),
             "not_evaluated": dg.MetadataValue.json(missing),
-            "leaderboard": dg.MetadataValue.md(markdown_table(wide)),
+            "baseline": dg.MetadataValue.text(baseline),
+            "leaderboard": table_metadata(wide.rename({baseline: f"{baseline} (baseline)"}, strict=False)),
         },
     )
 
@@ -83,17 +83,19 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
 
     @dg.asset(
         deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
-              *(["serving_frontier"] if with_serving else [])],
+              *(["serving_frontier"] if with_serving else []), *facet_deps(COMPARISON)],
         group_name="summary",
         code_version="4",
         kinds={"html"},
-        automation_condition=dg.AutomationCondition.eager(),
+        automation_condition=SUMMARIZE_WHEN_STALE,
     )
     def comparison_report(project: ProjectResource) -> dg.MaterializeResult:
         """``<data>/report/report.{md,html}``: the verdict, the leaderboard with the random floor,
         the HSD groups, the comparisons, a forest plot of slice deltas coloured by the adjusted
         decision, the per-query delta distributions, the worst regressions, the L1 geometry and
         normalization price, the L4 recall/QPS frontier of every model and the environment."""
+        from embedpyramid.reports.summary import build_report, read_comparison_tables
+
         config, store = project.config, project.store
         metric = config.protocol.comparison.report_metric
         tables = read_comparison_tables(store.comparisons_dir)
@@ -102,7 +104,6 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
             "markdown": dg.MetadataValue.path(str(files.markdown)),
             "html": dg.MetadataValue.path(str(files.html)),
             "verdict": dg.MetadataValue.md("\n\n".join(v["text"] for v in tables.verdicts) or "nothing compared yet"),
-            "fingerprint": dg.MetadataValue.text(summary_fingerprint(config, store)),
         }
         if tables.comparisons.height:
             metadata["key_table"] = dg.MetadataValue.md(key_table_markdown(tables.comparisons))

@@ -1,25 +1,31 @@
-"""``embedpyramid`` command line: run the evaluation graph, print the leaderboard.
+"""``embedpyramid`` command line: run the evaluation graph, show its state, print the leaderboard.
 
-``embedpyramid run`` materializes the Dagster graph in-process (the same assets the UI
-shows); it imports the orchestration layer lazily from the project checkout, so the core
-package itself never imports Dagster.
+``run``, ``backfill`` and ``status`` work on the Dagster graph in-process (the same assets, runs
+and stale status the UI shows); they import the orchestration layer lazily from the project
+checkout, so the core package itself never imports Dagster. Errors in the data, the config or
+the environment print one line naming the file and what to do (``--verbose`` adds tracebacks).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import json
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
 from embedpyramid.encode import EncodeError
-from embedpyramid.reports.results import format_leaderboard, read_leaderboard
-from embedpyramid.reports.summary import verdict_texts
-from embedpyramid.store import ArtifactStore
+from embedpyramid.reports.results import ResultsBusyError, format_leaderboard, read_leaderboard
+from embedpyramid.store import ArtifactStore, store_path
+
+EXIT_FAILURES, EXIT_ERROR = 1, 2
 
 
 def project_root() -> Path:
@@ -30,7 +36,7 @@ def project_root() -> Path:
         if (base / "workspace.yaml").is_file() and (base / "pipelines" / "runner.py").is_file():
             return base
     raise SystemExit(
-        "embedpyramid run needs the project checkout (workspace.yaml, pipelines/, assets/, resources/): "
+        "embedpyramid needs the project checkout (workspace.yaml, pipelines/, assets/, resources/): "
         "run it from the repository root"
     )
 
@@ -42,37 +48,100 @@ def _csv(value: str | None) -> list[str] | None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="embedpyramid", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="materialize the evaluation graph and print the leaderboard")
-    run.add_argument("--configs", help="config folder (default: $EMBEDPYRAMID_CONFIGS or <repo>/configs)")
-    run.add_argument("--data", help="data folder for every artefact (default: $EMBEDPYRAMID_DATA or <repo>/data)")
-    run.add_argument("--models", help="comma-separated model card names (default: all in models.yaml)")
+
+    def folders(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--configs", help="config folder (default: $EMBEDPYRAMID_CONFIGS or <repo>/configs)")
+        command.add_argument("--data", help="data folder or URL (s3://, gs://, file://) for every artefact "
+                                            "(default: $EMBEDPYRAMID_DATA or <repo>/data)")
+        command.add_argument("--verbose", action="store_true", help="Dagster's event log and full tracebacks")
+
+    run = commands.add_parser("run", help="materialize what is missing or stale and print the leaderboard")
+    folders(run)
+    run.add_argument("--models", help="comma-separated card names or keys (default: all in models.yaml)")
     run.add_argument("--datasets", help="comma-separated dataset names (default: all in datasets.yaml)")
+    run.add_argument("--no-wait", action="store_true", help="exit instead of waiting when another run holds the data folder")
+    backfill = commands.add_parser("backfill", help="evaluate one card on every dataset, then rebuild the summaries")
+    folders(backfill)
+    backfill.add_argument("--model", required=True, help="the card's name or key (name@hash7)")
+    backfill.add_argument("--no-wait", action="store_true", help="exit instead of waiting for another run")
+    status = commands.add_parser("status", help="per dataset × model × level: fresh, stale and why, missing, failed")
+    folders(status)
+    status.add_argument("--models", help="comma-separated card names or keys (default: all)")
+    status.add_argument("--datasets", help="comma-separated dataset names (default: all)")
+    status.add_argument("--format", choices=["table", "json"], default="table")
     board = commands.add_parser("leaderboard", help="print the leaderboard from <data>/results.duckdb")
     board.add_argument("--data", help="data folder (default: $EMBEDPYRAMID_DATA or ./data)")
     board.add_argument("--format", choices=["table", "json", "csv"], default="table")
     return parser
 
 
-def _run(args: argparse.Namespace) -> int:
-    root = project_root()
-    configs = Path(args.configs or os.environ.get("EMBEDPYRAMID_CONFIGS") or root / "configs")
-    data = Path(args.data or os.environ.get("EMBEDPYRAMID_DATA") or root / "data")
+def _folders(args: argparse.Namespace, root: Path) -> tuple[Path, str]:
+    configs = Path(getattr(args, "configs", None) or os.environ.get("EMBEDPYRAMID_CONFIGS") or root / "configs")
+    data = args.data or os.environ.get("EMBEDPYRAMID_DATA") or str(root / "data")
+    return configs, data
+
+
+def _runner(root: Path) -> ModuleType:
     sys.path.insert(0, str(root))
-    runner = importlib.import_module("pipelines.runner")
-    report = runner.run_pipeline(configs, data, models=_csv(args.models), datasets=_csv(args.datasets),
-                                 log=lambda line: print(line, file=sys.stderr))
-    db = data.expanduser().resolve() / "results.duckdb"
+    return importlib.import_module("pipelines.runner")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    root = project_root()
+    configs, data = _folders(args, root)
+    models = [args.model] if args.command == "backfill" else _csv(args.models)
+    datasets = None if args.command == "backfill" else _csv(args.datasets)
+    report = _runner(root).run_pipeline(configs, data, models=models, datasets=datasets, log=_stderr,
+                                        wait=not args.no_wait, verbose=args.verbose, command=argv)
+    db = store_path(data) / "results.duckdb"
     if db.is_file():
         print(format_leaderboard(read_leaderboard(db)))
-        print(f"\nresults: {db}", file=sys.stderr)
-    _print_verdict(ArtifactStore(data.expanduser().resolve()))
+        _stderr(f"\nresults: {db}")
+    _print_verdict(ArtifactStore.at(data))
     for failure in report.failures:
-        print(f"FAILED {failure}", file=sys.stderr)
-    return 1 if report.failures else 0
+        _stderr(f"FAILED {failure}")
+    return EXIT_FAILURES if report.failures else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    root = project_root()
+    configs, data = _folders(args, root)
+    rows = _runner(root).project_status(configs, data, models=_csv(args.models), datasets=_csv(args.datasets))
+    if args.format == "json":
+        print(json.dumps([row.__dict__ for row in rows], indent=2))
+        return 0
+    table = [["dataset", "model", "level", "state", "why"]] + [
+        [row.dataset or "-", row.model or "-", row.level, row.state, row.why] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(4)]
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line[:4], widths, strict=True)) + "  " + line[4])
+    return 0
+
+
+def _environment_error(error: BaseException, args: argparse.Namespace) -> str | None:
+    """A one-line message for a disk or permission problem, or None for other errors."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return (f"{error.filename or 'a file'}: {error.strerror}; free space on that disk (or pass --data "
+                "elsewhere) and rerun: finished artefacts are kept, nothing was half-written")
+    if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (f"cannot write {error.filename or 'the data folder'}: {error.strerror}; make the data folder "
+                "writable or pass --data to one that is")
+    if type(error).__name__ == "OperationalError" and type(error).__module__.startswith("sqlalchemy"):
+        detail = str(getattr(error, "orig", error)).splitlines()[0]
+        home = os.environ.get("DAGSTER_HOME") or store_path(_folders(args, project_root())[1]) / "dagster_home"
+        return (f"the run history in {home} cannot be written ({detail}); free space or fix permissions there "
+                "and rerun: finished artefacts are kept")
+    return None
 
 
 def _print_verdict(store: ArtifactStore) -> None:
     """The verdict of every dataset, then where the report is: the last thing ``run`` prints."""
+    from embedpyramid.reports.verdict import verdict_texts
+
     verdicts = verdict_texts(store.comparisons_dir)
     if verdicts:
         print("\nverdict:")
@@ -84,16 +153,32 @@ def _print_verdict(store: ArtifactStore) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
-        if args.command == "run":
-            return _run(args)
-        data = Path(args.data or os.environ.get("EMBEDPYRAMID_DATA") or "data").expanduser().resolve()
+        if args.command in ("run", "backfill"):
+            return _run(args, argv)
+        if args.command == "status":
+            return _status(args)
+        data = store_path(args.data or os.environ.get("EMBEDPYRAMID_DATA") or "data")
         print(format_leaderboard(read_leaderboard(data / "results.duckdb"), args.format))
         return 0
-    except (ConfigError, DataError, EncodeError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError) as error:
+        _report(error, str(error), args)
+        return EXIT_ERROR
+    except Exception as error:
+        # DataFolderBusy lives in the orchestration layer, which this module imports lazily.
+        message = str(error) if type(error).__name__ == "DataFolderBusy" else _environment_error(error, args)
+        if message is None:
+            raise
+        _report(error, message, args)
+        return EXIT_ERROR
+
+
+def _report(error: BaseException, message: str, args: argparse.Namespace) -> None:
+    if getattr(args, "verbose", False):
+        traceback.print_exception(error)
+    _stderr(f"error: {message}")
 
 
 if __name__ == "__main__":

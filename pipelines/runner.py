@@ -1,177 +1,298 @@
-"""Materialize the evaluation graph in-process: the same assets the Dagster UI shows.
+"""Materialize the evaluation graph in-process: the same assets, jobs and stale status the
+Dagster UI shows.
 
-One Dagster run per partition, in dependency order: each selected dataset is frozen, each
-(model, dataset) partition goes through its asset groups (L2: embeddings → exact top-k →
-retrieval metrics; L1: raw embeddings → geometry, normalization price; L4: one asset per
-index spec, then the frontier), then the comparisons,
-the results database and the report are rebuilt in one run. Like "materialize stale and
-missing": a group whose fingerprint (card hash, dataset version, protocol, code version)
-matches its latest materialization is skipped, a dataset whose content hash matches its
-latest materialization is not re-frozen, and the summary is rebuilt only when an evaluation
-or the comparison settings changed. A failing partition is reported and does not stop the
-others; what was already written stays.
+Like the UI's "materialize stale and missing", asked of Dagster itself: the config facets are
+reported (:func:`pipelines.freshness.observe_config`), then every selected partition whose
+Dagster state is missing, stale or failed is materialized, in waves — a wave materializes what
+needs work now, after which Dagster says what else turned stale because an upstream data
+version really changed (exactly what the automation requests tick by tick). Identical data
+re-frozen, or an embedding that came out the same, stops the wave there.
+
+Order: each selected dataset is frozen (``refresh_datasets`` job), each (card, dataset) partition
+goes through the ``evaluate`` job, then the ``summary`` job rebuilds the comparisons, the results
+database and the report. A failing partition is reported and does not stop the others; a
+dataset that fails to freeze skips only its own partitions; what was already written stays.
+Every run carries the tags of :func:`pipelines.instance.run_tags`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-from assets.embeddings import ensure_encoder_pool
-from embedpyramid.config import ConfigError, ProjectConfig, load_config
-from embedpyramid.data import dataset_version, load_configured_dataset, open_frozen, table_hashes
-from embedpyramid.store import ArtifactStore
-from pipelines.definitions import SUMMARY_ASSETS, build_definitions
-from pipelines.partitions import (
-    apply_partition_sync,
-    group_fingerprint,
-    group_output,
-    model_dataset_key,
-    partition_groups,
-    summary_fingerprint,
+from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
+from embedpyramid.store import ArtifactStore, StorePath
+from pipelines.automation import SUMMARY_ASSETS, evaluation_job, refresh_datasets_job, summary_job
+from pipelines.freshness import (
+    AssetState,
+    asset_states,
+    graph_signature,
+    graph_view,
+    known_fresh,
+    observe_config,
+    remember_fresh,
 )
-
-# Dagster's per-event log lines drown the progress bars; every event stays in the instance (the UI).
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+from pipelines.graph import build_definitions, index_specs
+from pipelines.instance import (
+    DataFolderLock,
+    bind,
+    ensure_encoder_pool,
+    fail_abandoned_runs,
+    open_instance,
+    run_tags,
+)
+from pipelines.partitions import apply_partition_sync, model_dataset_key, model_dataset_partitions
 
 
 @dataclass
 class RunReport:
-    """What one invocation did: partitions materialized or skipped, the asset groups recomputed,
-    the embedding tables encoded (``query``, ``document``, ``raw_query``, ``raw_document``), failures."""
+    """What one invocation did: datasets frozen, partitions materialized (card key, dataset) or
+    up to date, the assets materialized, the embedding tables encoded (``query``, ``document``,
+    ``raw_query``, ``raw_document``), config facets that changed, abandoned runs marked failed,
+    failures, and whether (or why not) the summary was built."""
 
     frozen: list[str] = field(default_factory=list)
     materialized: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    assets: list[tuple[str, str, str]] = field(default_factory=list)
     encoded: list[tuple[str, str, str]] = field(default_factory=list)
-    groups: list[tuple[str, str, str]] = field(default_factory=list)
+    config_changes: list[str] = field(default_factory=list)
+    abandoned_runs: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     summary_built: bool = False
+    summary_skipped: str | None = None
 
 
-def open_instance(data_dir: Path) -> dg.DagsterInstance:
-    """``$DAGSTER_HOME`` when set, else a persistent instance in ``<data>/dagster_home``.
-
-    Point ``DAGSTER_HOME`` at the same folder for ``dagster dev`` to see the CLI's history.
-    """
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    home = data_dir / "dagster_home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").touch()
-    return dg.DagsterInstance.from_config(str(home))
-
-
-def _select(requested: Sequence[str] | None, available: Sequence[str], what: str, file: Path) -> list[str]:
+def select_models(config: ProjectConfig, requested: Sequence[str] | None) -> list[ResolvedModel]:
+    """Cards by name or by key (``minilm-l6`` or ``minilm-l6@2935d10``); all when none requested."""
     if not requested:
-        return list(available)
-    unknown = [name for name in requested if name not in available]
+        return list(config.models.values())
+    by_key = {model.key: model for model in config.models.values()}
+    unknown = [item for item in requested if item not in config.models and item not in by_key]
     if unknown:
-        raise ConfigError(f"unknown {what} {unknown}; {file} defines: {', '.join(available)}")
-    return list(requested)
+        cards = ", ".join(f"{model.name} ({model.key})" for model in config.models.values())
+        raise ConfigError(f"unknown models {unknown}; {config.directory / 'models.yaml'} defines: {cards}")
+    return [config.models[item] if item in config.models else by_key[item] for item in dict.fromkeys(requested)]
 
 
-def _latest_materialization(
-    instance: dg.DagsterInstance, asset: str, partition: str | None
-) -> dg.AssetMaterialization | None:
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None),
-        limit=1,
-    ).records
-    return records[0].asset_materialization if records else None
+def select_datasets(config: ProjectConfig, requested: Sequence[str] | None) -> list[str]:
+    if not requested:
+        return list(config.datasets)
+    unknown = [name for name in requested if name not in config.datasets]
+    if unknown:
+        raise ConfigError(f"unknown datasets {unknown}; {config.directory / 'datasets.yaml'} defines: "
+                          f"{', '.join(config.datasets)}")
+    return list(dict.fromkeys(requested))
+
+
+@dataclass
+class Session:
+    """A config, its graph and an instance, ready to ask for states and launch runs."""
+
+    config: ProjectConfig
+    store: ArtifactStore
+    defs: dg.Definitions
+    instance: dg.DagsterInstance
+    log: Callable[[str], None]
+    verbose: bool = False
+
+    def states(self, assets: Sequence[str], partition: str | None) -> list[AssetState]:
+        view = graph_view(self.instance, self.defs.resolve_asset_graph())
+        return asset_states(view, [(dg.AssetKey(asset), partition) for asset in assets])
+
+    def execute(self, job: str, assets: Sequence[str], partition: str | dg.MultiPartitionKey | None,
+                tags: dict[str, str]) -> dg.ExecuteInProcessResult:
+        # Dagster's console logger prints every event and a traceback per failure: quiet unless
+        # --verbose; every event stays in the instance (the UI) either way.
+        level = "INFO" if self.verbose else "CRITICAL"
+        return self.defs.resolve_job_def(job).execute_in_process(
+            partition_key=partition, asset_selection=[dg.AssetKey(asset) for asset in assets],
+            instance=self.instance, tags=tags, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": level}}}},
+        )
+
+
+def partition_assets(defs: dg.Definitions) -> list[str]:
+    """The per-(card, dataset) assets, upstream first."""
+    graph = defs.resolve_asset_graph()
+    return [key.to_user_string() for key in graph.toposorted_asset_keys
+            if graph.get(key).is_materializable and graph.get(key).partitions_def == model_dataset_partitions]
+
+
+def open_session(
+    config: ProjectConfig | str | Path, data_dir: str | StorePath, instance: dg.DagsterInstance | None,
+    log: Callable[[str], None], verbose: bool,
+) -> Session:
+    """Build the graph of a config (or a config folder), open the instance, bind it to the config
+    and register its cards and datasets as partitions: the bookkeeping every command shares."""
+    config = config if isinstance(config, ProjectConfig) else load_config(config)
+    store = ArtifactStore.at(data_dir)
+    defs = build_definitions(config.directory, store.root, index_specs(config.directory))
+    instance = instance or open_instance(store.root)
+    bind(instance, config.directory, store.root)
+    ensure_encoder_pool(instance)
+    deleted = apply_partition_sync(instance, config, delete=True)
+    if deleted:
+        log(f"partitions deleted, no longer in {config.directory} (their history stays): {', '.join(deleted)}")
+    return Session(config, store, defs, instance, log, verbose)
 
 
 def run_pipeline(
     configs_dir: str | Path,
-    data_dir: str | Path,
+    data_dir: str | StorePath,
     *,
     models: Sequence[str] | None = None,
     datasets: Sequence[str] | None = None,
     instance: dg.DagsterInstance | None = None,
     log: Callable[[str], None] = print,
+    wait: bool = True,
+    verbose: bool = False,
+    command: Sequence[str] = ("run",),
 ) -> RunReport:
-    """Bring the selected partitions up to date and rebuild the results database."""
-    config: ProjectConfig = load_config(configs_dir)
-    store = ArtifactStore(Path(data_dir).expanduser().resolve())
-    model_names = _select(models, list(config.models), "models", config.directory / "models.yaml")
-    dataset_names = _select(datasets, list(config.datasets), "datasets", config.directory / "datasets.yaml")
-    instance = instance or open_instance(store.root)
-    ensure_encoder_pool(instance)
-    apply_partition_sync(instance, config)
-    defs = build_definitions(config.directory, store.root)
-    assets, resources = list(defs.assets or []), dict(defs.resources or {})
+    """Bring the selected partitions up to date, then the summary; see the module docstring.
+
+    ``models`` are card names or keys. ``wait=False`` refuses to queue behind another process
+    that holds the data folder (:class:`pipelines.instance.DataFolderBusy`). ``command`` (the
+    CLI's arguments) is recorded in every run's tags.
+    """
+    config = load_config(configs_dir)
+    store = ArtifactStore.at(data_dir)
+    selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
     report = RunReport()
-    groups = partition_groups(config)
-
-    def materialize(selection: list[str], partition_key: str | dg.MultiPartitionKey | None) -> dg.ExecuteInProcessResult:
-        return dg.materialize(
-            assets, selection=selection, partition_key=partition_key, resources=resources,
-            instance=instance, raise_on_error=False, run_config=QUIET_LOGS,
-        )
-
-    for dataset in dataset_names:
-        latest_frozen = _latest_materialization(instance, "frozen_dataset", dataset)
-        recorded = latest_frozen.tags.get("dagster/data_version") if latest_frozen is not None else None
-        frozen_ok = recorded is not None and (store.dataset_dir(dataset) / "manifest.json").is_file()
-        if frozen_ok and dataset_version(table_hashes(load_configured_dataset(config, dataset))) == recorded:
-            log(f"dataset {dataset}: unchanged (version {recorded[:12]})")
-        else:
-            log(f"dataset {dataset}: freezing")
-            result = materialize(["frozen_dataset"], dataset)
-            if not result.success:
-                report.failures.append(f"frozen_dataset[{dataset}]: {_failure(result)}")
-                continue
-            report.frozen.append(dataset)
-        version = open_frozen(store.dataset_dir(dataset)).version
-        for name in model_names:
-            model = config.models[name]
-            key = model_dataset_key(model.key, dataset)
-            stale = []
-            for group, group_assets in groups.items():
-                latest = _latest_materialization(instance, group_assets[-1], key)
-                recorded = latest.metadata.get("fingerprint") if latest is not None else None
-                current = group_fingerprint(config, model, dataset, version, group)
-                if recorded is None or recorded.value != current or not group_output(store, group, dataset, model.key).is_file():
-                    stale.append(group)
-            if not stale:
-                log(f"{model.key} × {dataset}: up to date")
-                report.skipped.append((model.key, dataset))
-                continue
-            selection = [asset for group in stale for asset in groups[group]]
-            log(f"{model.key} × {dataset}: materializing {', '.join(selection)}")
-            result = materialize(selection, key)
-            for event in result.get_asset_materialization_events():
-                materialization = event.event_specific_data.materialization  # type: ignore[union-attr]
-                cache_hit = materialization.metadata.get("cache_hit")
-                if cache_hit is not None and not cache_hit.value:
-                    report.encoded.append((model.key, dataset, materialization.asset_key.path[-1].removesuffix("_embeddings")))
-            report.groups.extend((model.key, dataset, group) for group in stale)
-            if result.success:
-                report.materialized.append((model.key, dataset))
-            else:
-                report.failures.append(f"{model.key} × {dataset}: {_failure(result)}")
-    # The report is the last summary asset: its recorded fingerprint vouches for all three.
-    latest_summary = _latest_materialization(instance, SUMMARY_ASSETS[-1], None)
-    recorded_summary = latest_summary.metadata.get("fingerprint") if latest_summary is not None else None
-    summary_current = (
-        recorded_summary is not None and recorded_summary.value == summary_fingerprint(config, store)
-        and store.results_db.is_file()
-    )
-    if not summary_current:
-        result = materialize(SUMMARY_ASSETS, None)
-        report.summary_built = result.success
-        if not result.success:
-            report.failures.append(f"summary: {_failure(result)}")
+    instance = instance or open_instance(store.root)
+    with DataFolderLock(store.root, instance, wait=wait, notify=log).held():
+        session = open_session(config, store.root, instance, log, verbose)
+        report.abandoned_runs = fail_abandoned_runs(session.instance)
+        for run_id in report.abandoned_runs:
+            log(f"run {run_id}: its process is gone; marked failed")
+        report.config_changes = observe_config(session.instance, session.config)
+        if report.config_changes:
+            log(f"config changed: {', '.join(report.config_changes)}")
+        asked = _asked(session, selected_models, selected_datasets)
+        signature = graph_signature(session.defs.resolve_asset_graph(), asked)
+        if known_fresh(session.instance, signature):
+            log("everything up to date (nothing recorded since Dagster last found it all fresh)")
+            report.skipped = [(model.key, dataset) for dataset in selected_datasets for model in selected_models]
+            return report
+        tags = run_tags(session.config.directory, command)
+        healthy = [dataset for dataset in selected_datasets if _freeze(session, dataset, tags, report)]
+        for dataset in healthy:
+            for model in selected_models:
+                _evaluate(session, model, dataset, tags, report)
+        _summarize(session, tags, report)
+        if not report.failures and healthy == selected_datasets and report.summary_skipped is None:
+            remember_fresh(session.instance, signature)
     return report
 
 
-def _failure(result: dg.ExecuteInProcessResult) -> str:
+def _asked(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Every (asset, partition) a run over this selection brings up to date."""
+    assets = partition_assets(session.defs)
+    return [("frozen_dataset", dataset) for dataset in datasets] + [
+        (asset, str(model_dataset_key(model.name, dataset))) for dataset in datasets for model in models
+        for asset in assets] + [(asset, None) for asset in SUMMARY_ASSETS]
+
+
+def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunReport) -> bool:
+    (state,) = session.states(["frozen_dataset"], dataset)
+    if not state.needs_work:
+        session.log(f"dataset {dataset}: up to date")
+        return True
+    session.log(f"dataset {dataset}: freezing, {_why(state)}")
+    result = session.execute(refresh_datasets_job.name, ["frozen_dataset"], dataset, tags)
+    if not result.success:
+        report.failures.append(f"frozen_dataset[{dataset}]: {_failure(result, session.verbose)}")
+        session.log(f"dataset {dataset}: failed to freeze; its partitions are skipped this run")
+        return False
+    report.frozen.append(dataset)
+    return True
+
+
+def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[str, str], report: RunReport) -> None:
+    partition = model_dataset_key(model.name, dataset)
+    label = f"{model.key} × {dataset}"
+    assets = partition_assets(session.defs)
+    materialized = False
+    for _wave in range(len(assets) + 1):  # a chain of n assets settles in n waves; one more to see it
+        todo = [state for state in session.states(assets, str(partition)) if state.needs_work]
+        if not todo:
+            break
+        session.log(f"{label}: {_describe(todo)}")
+        result = session.execute(evaluation_job.name, [state.asset for state in todo], partition, tags)
+        for materialization in _materializations(result):
+            name = materialization.asset_key.to_user_string()
+            report.assets.append((model.key, dataset, name))
+            cache_hit = materialization.metadata.get("cache_hit")
+            if cache_hit is not None and not cache_hit.value:
+                report.encoded.append((model.key, dataset, name.removesuffix("_embeddings")))
+        if not result.success:
+            report.failures.append(f"{label}: {_failure(result, session.verbose)}")
+            return
+        materialized = True
+    else:
+        report.failures.append(f"{label}: not up to date after {len(assets) + 1} runs: "
+                               + ", ".join(state.asset for state in session.states(assets, str(partition))
+                                           if state.needs_work))
+        return
+    if materialized:
+        report.materialized.append((model.key, dataset))
+    else:
+        session.log(f"{label}: up to date")
+        report.skipped.append((model.key, dataset))
+
+
+def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> None:
+    for _wave in range(len(SUMMARY_ASSETS) + 1):
+        todo = [state for state in session.states(SUMMARY_ASSETS, None) if state.needs_work]
+        if not todo:
+            return
+        if not _any_evaluated(session):
+            report.summary_skipped = "no (model, dataset) partition of the current cards is evaluated yet"
+            session.log(f"summary skipped: {report.summary_skipped}")
+            return
+        session.log(f"summary: {_describe(todo)}")
+        result = session.execute(summary_job.name, [state.asset for state in todo], None, tags)
+        if not result.success:
+            report.failures.append(f"summary: {_failure(result, session.verbose)}")
+            return
+        report.summary_built = True
+
+
+def _any_evaluated(session: Session) -> bool:
+    return any(
+        session.instance.fetch_materializations(dg.AssetRecordsFilter(
+            dg.AssetKey("retrieval_metrics"), asset_partitions=[str(model_dataset_key(name, dataset))]), limit=1).records
+        for name in session.config.models for dataset in session.config.datasets
+    )
+
+
+def _describe(states: Sequence[AssetState]) -> str:
+    """What a wave materializes and why, grouped by reason: "never materialized: a, b; stale
+    (config/measures has a new data version): c"."""
+    by_reason: dict[str, list[str]] = {}
+    for state in states:
+        by_reason.setdefault(_why(state), []).append(state.asset)
+    return "; ".join(f"{reason}: {', '.join(assets)}" for reason, assets in by_reason.items())
+
+
+def _why(state: AssetState) -> str:
+    if state.state == "stale":
+        return f"stale ({', '.join(state.causes)})"
+    return {"missing": "never materialized", "failed": "its last attempt failed", "fresh": "fresh"}[state.state]
+
+
+def _materializations(result: dg.ExecuteInProcessResult) -> list[Any]:
+    return [event.event_specific_data.materialization  # type: ignore[union-attr]
+            for event in result.get_asset_materialization_events()]
+
+
+def _failure(result: dg.ExecuteInProcessResult, verbose: bool = False) -> str:
     """Why a run failed: its failed blocking checks with their findings, else the error raised
-    in the asset (the user-code exception, not Dagster's wrapper)."""
+    in the asset (the user-code exception, not Dagster's wrapper; with its traceback if verbose)."""
     checks = []
     for event in result.all_events:
         evaluation = getattr(event.event_specific_data, "asset_check_evaluation", None) or event.event_specific_data
@@ -185,5 +306,81 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
         if event.is_step_failure and event.step_failure_data is not None:
             error = event.step_failure_data.error
             error = error.cause if error is not None and error.cause is not None else error
-            return error.message.strip() if error is not None else "step failed"
+            if error is None:
+                return "step failed"
+            return error.to_string().strip() if verbose else error.message.strip()
     return "run failed"
+
+
+
+@dataclass(frozen=True)
+class LevelStatus:
+    """One row of ``embedpyramid status``: a pyramid level (Dagster asset group) of one dataset ×
+    card (the dataset alone for ``data``, neither for ``summary``), its state and why."""
+
+    dataset: str | None
+    model: str | None
+    level: str
+    state: str
+    why: str
+
+
+_SEVERITY = ("failed", "stale", "missing", "fresh")
+
+
+def level_status(dataset: str | None, model: str | None, level: str, states: Sequence[AssetState]) -> LevelStatus:
+    """The worst state of a level's assets (failed, stale, missing, fresh) and the reasons."""
+    worst = min((state.state for state in states), key=_SEVERITY.index)
+    reasons = []
+    for state in states:
+        if state.state == "stale":
+            reasons += [f"{state.asset}: {cause}" for cause in state.causes]
+        elif state.state == "failed":
+            reasons.append(f"{state.asset}: last attempt failed")
+        elif state.state == "missing":
+            reasons.append(f"{state.asset}: never materialized")
+    return LevelStatus(dataset, model, level, worst, "; ".join(reasons))
+
+
+def pending_states(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[AssetState]:
+    """Every (asset, partition) of the selection whose Dagster state is not fresh: what ``run``
+    materializes first, and what the automation requests on its next tick."""
+    states = [state for dataset in datasets for state in session.states(["frozen_dataset"], dataset)]
+    assets = partition_assets(session.defs)
+    for dataset in datasets:
+        for model in models:
+            states += session.states(assets, str(model_dataset_key(model.name, dataset)))
+    states += session.states(SUMMARY_ASSETS, None)
+    return [state for state in states if state.needs_work]
+
+
+def project_status(
+    configs_dir: str | Path,
+    data_dir: str | StorePath,
+    *,
+    models: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
+    instance: dg.DagsterInstance | None = None,
+) -> list[LevelStatus]:
+    """Dagster's state of every level of every selected dataset × card, and of the summary.
+
+    Nothing is materialized; the config's current versions are reported (as ``run`` does), so
+    what this prints is what the UI shows and what ``run`` would do.
+    """
+    config = load_config(configs_dir)
+    selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
+    session = open_session(config, data_dir, instance, print, False)
+    observe_config(session.instance, session.config)
+    graph = session.defs.resolve_asset_graph()
+    levels: dict[str, list[str]] = {}
+    for asset in partition_assets(session.defs):
+        levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
+    rows = []
+    for dataset in selected_datasets:
+        rows.append(level_status(dataset, None, "data", session.states(["frozen_dataset"], dataset)))
+        for model in selected_models:
+            partition = str(model_dataset_key(model.name, dataset))
+            rows += [level_status(dataset, model.key, level, session.states(assets, partition))
+                     for level, assets in levels.items()]
+    rows.append(level_status(None, None, "summary", session.states(SUMMARY_ASSETS, None)))
+    return rows

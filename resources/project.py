@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import PrivateAttr
 
-from embedpyramid.config import ProjectConfig, ResolvedModel, load_config
+from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.encode import Encoder, load_encoder
 from embedpyramid.store import ArtifactStore
@@ -49,14 +49,17 @@ class ProjectResource(dg.ConfigurableResource):
 
     @property
     def store(self) -> ArtifactStore:
-        return ArtifactStore(Path(self.data_dir).expanduser().resolve())
+        """The data folder: a local path or a URL (s3://, gs://, memory://, file://)."""
+        return ArtifactStore.at(self.data_dir)
 
     def partition(self, context: dg.AssetExecutionContext) -> Partition:
-        """The card and the frozen dataset of the current (model, dataset) partition."""
-        model_key, dataset = split_key(context)
-        store = self.store
-        return Partition(self.config, store, self.config.model_by_key(model_key), dataset,
-                         open_frozen(store.dataset_dir(dataset)))
+        """The current card and the frozen dataset of the (card name, dataset) partition."""
+        name, dataset = split_key(context)
+        config, store = self.config, self.store
+        if name not in config.models:
+            raise ConfigError(f"model partition {name!r} is not a card in {config.directory / 'models.yaml'} "
+                              f"(cards: {', '.join(config.models)}); it is no longer evaluated")
+        return Partition(config, store, config.models[name], dataset, open_frozen(store.dataset_dir(dataset)))
 
 
 class EncoderRegistry(dg.ConfigurableResource):

@@ -13,10 +13,10 @@ from embedpyramid.config.judge import DownstreamConfig, load_downstream_config
 from embedpyramid.config.models import ResolvedModel, load_models
 from embedpyramid.config.protocol import Protocol, load_protocol
 from embedpyramid.config.systems import SystemsConfig, load_systems_config
-from embedpyramid.stats.compare import ComparisonSettings
 
 if TYPE_CHECKING:
     from embedpyramid.serving import AnnConfig
+    from embedpyramid.stats.compare import ComparisonSettings
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,9 @@ class ProjectConfig:
 
     def comparison_settings(self, dataset: str) -> ComparisonSettings:
         """The paired-comparison settings for one dataset (its slices and resampling groups)."""
+        # Imported here: the statistics stack (scipy) is not needed to read a config.
+        from embedpyramid.stats.compare import ComparisonSettings
+
         spec, comparison = self.dataset(dataset), self.protocol.comparison
         return ComparisonSettings(
             baseline=self.baseline.key, all_pairs=comparison.all_pairs, n_resamples=comparison.n_resamples,

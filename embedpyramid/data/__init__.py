@@ -38,7 +38,7 @@ from embedpyramid.data.frozen import (
 )
 from embedpyramid.data.gold_answers import dataset_gold_answers, gold_answers_from_relevant_documents
 from embedpyramid.data.gensim_data import load_lee, load_mini_newsgroups
-from embedpyramid.data.load import load_configured_dataset, load_task_dataset
+from embedpyramid.data.load import load_configured_dataset, load_task_dataset, source_files
 from embedpyramid.data.question_pairs import load_chatterbot_pairs
 from embedpyramid.data.squad import load_squad
 from embedpyramid.data.sts_files import load_sts_file
@@ -78,6 +78,7 @@ __all__ = [
     "open_frozen",
     "read_conversations",
     "select_query_columns",
+    "source_files",
     "table_hashes",
     "task_encoding_inputs",
     "task_tables",

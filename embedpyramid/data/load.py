@@ -1,6 +1,8 @@
-"""Load a configured dataset with its loader."""
+"""Load a configured dataset with its loader, and name the files it reads."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pyarrow.compute as pc
 
@@ -17,7 +19,7 @@ from embedpyramid.config import (
 )
 from embedpyramid.config.base import resolve_path
 from embedpyramid.data.beir import load_beir, qrels_path
-from embedpyramid.data.chatterbot import load_chatterbot, load_chatterbot_questions
+from embedpyramid.data.chatterbot import chatterbot_directory, load_chatterbot, load_chatterbot_questions
 from embedpyramid.data.django_bitext import load_django_bitext
 from embedpyramid.data.frozen import DataError, RawDataset, TaskTables
 from embedpyramid.data.gensim_data import load_lee, load_mini_newsgroups
@@ -86,3 +88,20 @@ def load_task_dataset(config: ProjectConfig, name: str) -> TaskTables:
         raise DataError(f"datasets.yaml: datasets.{name}: slice/group columns {missing} are not columns of its "
                         f"items; available: {', '.join(available) or 'none'}")
     return tables
+
+
+def source_files(config: ProjectConfig, name: str) -> list[Path]:
+    """The files retrieval dataset ``name`` is read from (those that exist): its installed
+    chatterbot-corpus language folder, a BEIR folder's corpus, queries and qrels of the split, or
+    a SQuAD file; none for published scores."""
+    spec = config.dataset(name)
+    if isinstance(spec, ChatterbotDataset):
+        return sorted(chatterbot_directory(spec.language).glob("*.yml"))
+    if isinstance(spec, BeirDataset):
+        folder = config.beir_path(spec)
+        candidates = [folder / "corpus.jsonl", folder / "queries.jsonl", qrels_path(folder, spec)]
+    elif isinstance(spec, SquadDataset):
+        candidates = [resolve_path(config.directory, spec.path)]
+    else:
+        candidates = []
+    return [path for path in candidates if path.is_file()]

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -55,7 +54,15 @@ from embedpyramid.encode.base import (
 )
 from embedpyramid.encode.remote import RemoteEncoder
 from embedpyramid.hashing import sha256_json
-from embedpyramid.store import ArtifactStore, atomic_path, read_table, read_table_metadata, write_parquet
+from embedpyramid.store import (
+    ArtifactStore,
+    atomic_path,
+    parquet_file,
+    read_table,
+    read_table_metadata,
+    remove_tree,
+    write_parquet,
+)
 from embedpyramid.usage import PeakRss
 
 DIRECTION_SAMPLE = 16
@@ -138,7 +145,7 @@ def iter_embedding_blocks(path: Path, block_rows: int) -> Iterator[tuple[list[st
     ids: list[str] = []
     parts: list[np.ndarray] = []
     pending = 0
-    with pq.ParquetFile(path) as parquet:
+    with parquet_file(path) as parquet:
         for group in range(parquet.num_row_groups):
             table = parquet.read_row_group(group, columns=["id", "vector"])
             ids.extend(table.column("id").to_pylist())
@@ -154,7 +161,7 @@ def iter_embedding_blocks(path: Path, block_rows: int) -> Iterator[tuple[list[st
 
 def embedding_rows(path: Path) -> int:
     """Number of vectors in a table, from its footer."""
-    with pq.ParquetFile(path) as parquet:
+    with parquet_file(path) as parquet:
         return parquet.metadata.num_rows
 
 
@@ -310,7 +317,7 @@ def single_pass(
         if progress is not None:
             progress(shard.stop, total)
     tables = _write_tables(store, model, kind, inputs, loaded, stripped, shards, shard_metadata, resumed)
-    shutil.rmtree(directory, ignore_errors=True)
+    remove_tree(directory)
     return tables
 
 

@@ -14,7 +14,6 @@ import html
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import polars as pl
 
@@ -32,7 +31,7 @@ from embedpyramid.reports.tables import (
     markdown_table,
     slice_summary,
 )
-from embedpyramid.store import write_text
+from embedpyramid.store import StorePath, store_path, write_text
 
 _PAIR_KEYS = ["dataset", "system", "model_a", "model_b"]
 _STYLE = """
@@ -136,9 +135,9 @@ _Block = _Heading | _Paragraph | _Links | _Table | Figure
 class ReportFiles:
     """Paths written by :func:`write_report`."""
 
-    markdown: Path
-    html: Path
-    figures: tuple[Path, ...]
+    markdown: StorePath
+    html: StorePath
+    figures: tuple[StorePath, ...]
 
 
 def report_figures(report: ComparisonReport) -> list[Figure]:
@@ -220,15 +219,15 @@ def render_html(report: ComparisonReport) -> str:
     )
 
 
-def write_report(out_dir: str | os.PathLike[str], report: ComparisonReport) -> ReportFiles:
-    """Write ``report.md``, ``report.html`` and ``figures/*.svg`` under ``out_dir``.
+def write_report(out_dir: str | os.PathLike[str] | StorePath, report: ComparisonReport) -> ReportFiles:
+    """Write ``report.md``, ``report.html`` and ``figures/*.svg`` under ``out_dir`` (a local
+    folder or a store URL).
 
-    Every file is written to a temporary file in its target directory and moved into place
-    with ``os.replace``, so a reader never sees a half-written file.
+    Every file is written to a temporary file and moved into place (:mod:`embedpyramid.store`),
+    so a reader never sees a half-written file.
     """
-    root = Path(out_dir)
+    root = store_path(out_dir)
     figures_dir = root / "figures"
-    figures_dir.mkdir(parents=True, exist_ok=True)
     figure_paths = []
     for figure in report_figures(report):
         path = figures_dir / f"{figure.name}.svg"

@@ -20,8 +20,8 @@ dataset), :data:`embedpyramid.efficiency.EFFICIENCY_SCHEMA`, joined to the leade
 
 from __future__ import annotations
 
-import itertools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +29,11 @@ from typing import Any, Literal
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from embedpyramid.efficiency import efficiency_frame
 from embedpyramid.retrieval.metrics import parse_measure
-from embedpyramid.store import read_table, write_with
+from embedpyramid.store import StorePath, local_file, read_table, write_with
 
 
 @dataclass(frozen=True)
@@ -45,54 +46,60 @@ class EvaluatedPartition:
     card_hash: str
     card: dict[str, Any]
     system: str
-    metrics_path: Path
-    run_path: Path
-    qrels_path: Path
+    metrics_path: StorePath
+    run_path: StorePath
+    qrels_path: StorePath
     conventions: dict[str, Any]
-    efficiency_path: Path | None = None
+    efficiency_path: StorePath | None = None
 
 
 def _literal(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
+def _with_labels(table: pa.Table, labels: dict[str, str]) -> pa.Table:
+    """``table`` with constant string columns prepended (dataset, model, system)."""
+    for position, (name, value) in enumerate(labels.items()):
+        table = table.add_column(position, name, pa.array([value] * table.num_rows, pa.string()))
+    return table
+
+
 def build_results_db(
-    target: Path, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, Path] | None = None,
+    target: StorePath, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, StorePath] | None = None,
     *, quality_metric: str = "nDCG@10",
-) -> Path:
+) -> StorePath:
     """Write the results database atomically; an empty ``partitions`` is an error.
 
     ``extra_tables`` maps view names to Parquet files copied in as they are; ``quality_metric``
-    is the leaderboard metric the ``efficiency`` view shows beside the costs.
+    is the leaderboard metric the ``efficiency`` view shows beside the costs. Every Parquet file
+    is read through the store (literal paths, local or remote) and handed to DuckDB as Arrow.
     """
     if not partitions:
         raise ValueError("no evaluated partitions to summarize: materialize retrieval_metrics first")
+    metrics = pa.concat_tables([
+        read_table(p.metrics_path, columns=["dataset", "model", "system", "query_id", "metric", "value"])
+        for p in partitions])
+    runs = pa.concat_tables([
+        _with_labels(read_table(p.run_path, columns=["query_id", "rank", "doc_id", "score"]),
+                     {"dataset": p.dataset, "model": p.model_key, "system": p.system})
+        for p in partitions])
+    qrels_paths = {p.dataset: p.qrels_path for p in partitions}
+    qrels = pa.concat_tables([
+        _with_labels(read_table(path, columns=["query_id", "doc_id", "relevance"]), {"dataset": dataset})
+        for dataset, path in sorted(qrels_paths.items())])
+    extra = {name: read_table(path) for name, path in (extra_tables or {}).items()}
+    efficiency = efficiency_frame([]).to_arrow()
+    efficiency_tables = [read_table(p.efficiency_path) for p in partitions if p.efficiency_path is not None]
+    if efficiency_tables:
+        efficiency = pa.concat_tables(efficiency_tables, promote_options="default")
 
     def write(path: Path) -> None:
         with duckdb.connect(str(path)) as con:
-            # DuckDB's read_parquet expands '[', ']', '?' and '*' in a path as a glob, even in a file
-            # name that exists: every file is read by the literal-path reader and handed over as Arrow.
-            scans = itertools.count()
-
-            def scan(parquet: Path) -> str:
-                name = f"parquet_{next(scans)}"
-                con.register(name, read_table(parquet))
-                return name
-
-            metrics = [f"SELECT dataset, model, system, query_id, metric, value FROM {scan(p.metrics_path)}"
-                       for p in partitions]
-            con.execute("CREATE TABLE t_per_query_metrics AS " + " UNION ALL ".join(metrics))
-            runs = [
-                f"SELECT {_literal(p.dataset)} AS dataset, {_literal(p.model_key)} AS model, {_literal(p.system)} AS system, "
-                f"query_id, rank, doc_id, score FROM {scan(p.run_path)}"
-                for p in partitions
-            ]
-            con.execute("CREATE TABLE t_runs AS " + " UNION ALL ".join(runs))
-            qrels = [
-                f"SELECT {_literal(dataset)} AS dataset, query_id, doc_id, relevance FROM {scan(path)}"
-                for dataset, path in sorted({(p.dataset, p.qrels_path) for p in partitions})
-            ]
-            con.execute("CREATE TABLE t_qrels AS " + " UNION ALL ".join(qrels))
+            tables = {"per_query_metrics": metrics, "runs": runs, "qrels": qrels, "efficiency": efficiency, **extra}
+            for name, table in tables.items():
+                con.register("incoming", table)
+                con.execute(f"CREATE TABLE t_{name} AS SELECT * FROM incoming")
+                con.unregister("incoming")
             con.execute("CREATE TABLE t_models (model VARCHAR, name VARCHAR, card_hash VARCHAR, card JSON)")
             con.executemany(
                 "INSERT INTO t_models VALUES (?, ?, ?, ?)",
@@ -103,21 +110,12 @@ def build_results_db(
                 "INSERT INTO t_conventions VALUES (?, ?, ?, ?)",
                 [(p.dataset, p.model_key, p.system, json.dumps(p.conventions, sort_keys=True)) for p in partitions],
             )
-            extra = dict(extra_tables or {})
-            for name, path in extra.items():
-                con.execute(f"CREATE TABLE t_{name} AS SELECT * FROM {scan(path)}")
             for view in ("per_query_metrics", "runs", "qrels", "models", "conventions", *extra):
                 con.execute(f"CREATE VIEW {view} AS SELECT * FROM t_{view}")
             con.execute(
                 "CREATE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
                 "count(*) AS n FROM t_per_query_metrics GROUP BY ALL"
             )
-            efficiency = [p.efficiency_path for p in partitions if p.efficiency_path is not None]
-            scanned = [f"SELECT * FROM {scan(path)}" for path in efficiency]
-            if not scanned:
-                con.register("no_efficiency", efficiency_frame([]).to_arrow())
-                scanned = ["SELECT * FROM no_efficiency"]
-            con.execute("CREATE TABLE t_efficiency AS " + " UNION ALL BY NAME ".join(scanned))
             con.execute(
                 f"CREATE VIEW efficiency AS SELECT e.*, {_literal(quality_metric)} AS quality_metric, l.mean AS quality "
                 "FROM t_efficiency e LEFT JOIN leaderboard l ON l.dataset = e.dataset AND l.model = e.model "
@@ -127,12 +125,25 @@ def build_results_db(
     return write_with(write, target)
 
 
-def read_leaderboard(db_path: Path) -> pl.DataFrame:
+def read_leaderboard(db_path: StorePath) -> pl.DataFrame:
     if not db_path.is_file():
         raise FileNotFoundError(f"{db_path}: no results database yet; run `embedpyramid run` first")
-    with duckdb.connect(str(db_path), read_only=True) as con:
-        frame = pl.from_arrow(con.sql("SELECT * FROM leaderboard ORDER BY dataset, model, system, metric").to_arrow_table())
+    with local_file(db_path) as local:
+        try:
+            con = duckdb.connect(str(local), read_only=True)
+        except duckdb.IOException as error:
+            holder = re.search(r"PID \d+", str(error))
+            raise ResultsBusyError(
+                f"{db_path}: held open by another process{f' ({holder.group(0)})' if holder else ''}; "
+                "close that connection (e.g. a duckdb shell) and retry"
+            ) from None
+        with con:
+            frame = pl.from_arrow(con.sql("SELECT * FROM leaderboard ORDER BY dataset, model, system, metric").to_arrow_table())
     return sort_metrics(frame)
+
+
+class ResultsBusyError(OSError):
+    """The results database is locked by another process; the message names the path and the holder."""
 
 
 def sort_metrics(frame: pl.DataFrame) -> pl.DataFrame:

@@ -26,7 +26,7 @@ from embedpyramid.geometry.level import report_section as l1_section
 from embedpyramid.reports.environment import environment_section
 from embedpyramid.reports.report import ComparisonReport, Figure, ReportFiles, ReportSection, write_report
 from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
-from embedpyramid.reports.verdict import dataset_verdicts
+from embedpyramid.reports.verdict import VERDICT_FILE, dataset_verdicts
 from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.retrieval.metrics import random_ranking_floor
 from embedpyramid.serving.level import report_section as l4_section
@@ -53,7 +53,6 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 COMPARISON_TABLES = tuple(TABLE_SCHEMAS)
 RESULTS_VIEWS = ("comparisons", "regressions", "hsd", "hsd_pairs", "random_floor")
 """The comparison tables copied into ``results.duckdb`` as views of the same names."""
-VERDICT_FILE = "verdict.json"
 
 
 def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[list[EvaluatedPartition], list[str]]:
@@ -106,12 +105,6 @@ def read_comparison_tables(directory: Path) -> ComparisonTables:
 def results_tables(store: ArtifactStore) -> dict[str, Path]:
     """The comparison tables that ``results.duckdb`` exposes as views, by view name."""
     return {name: store.comparisons_dir / f"{name}.parquet" for name in RESULTS_VIEWS}
-
-
-def verdict_texts(directory: Path) -> list[str]:
-    """The verdict paragraphs of the last summary written to ``directory`` (none before one)."""
-    path = directory / VERDICT_FILE
-    return [verdict["text"] for verdict in read_json(path)] if path.is_file() else []
 
 
 def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: list[EvaluatedPartition]) -> ComparisonTables:

@@ -22,6 +22,16 @@ import polars as pl
 
 from embedpyramid.stats import minimum_detectable_effect, queries_needed
 from embedpyramid.stats.compare import CONFIRMATORY
+from embedpyramid.store import StorePath, read_json
+
+VERDICT_FILE = "verdict.json"
+"""The file, in the comparisons folder, that holds the verdicts of the last summary."""
+
+
+def verdict_texts(directory: StorePath) -> list[str]:
+    """The verdict paragraphs of the last summary written to ``directory`` (none before one)."""
+    path = directory / VERDICT_FILE
+    return [verdict["text"] for verdict in read_json(path)] if path.is_file() else []
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ an older layout, or a file removed by hand) counts as absent and is rebuilt.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ import numpy as np
 
 from embedpyramid.serving.specs import MIN_POINTS_PER_CENTROID, IndexSpec, resolve_factory
 from embedpyramid.serving.vectors import binarize, prepared_vectors, symmetric_int8_index
-from embedpyramid.store import read_json, write_json
+from embedpyramid.store import StorePath, is_local, read_json, remove_tree, write_bytes, write_json
 from embedpyramid.usage import PeakRss
 
 AnnIndex = faiss.Index | faiss.IndexBinary
@@ -193,23 +192,30 @@ def build_index(spec: IndexSpec, doc_vectors: np.ndarray, *, seed: int, threads:
     )
 
 
-def manifest_path(index_path: Path) -> Path:
+def manifest_path(index_path: StorePath) -> StorePath:
     return index_path / MANIFEST_FILE
 
 
-def index_complete(path: Path) -> bool:
+def index_complete(path: StorePath) -> bool:
     """Whether a saved index folder holds both its index and its manifest."""
     return (path / INDEX_FILE).is_file() and (path / MANIFEST_FILE).is_file()
 
 
-def save_index(built: BuiltIndex, path: Path) -> Path:
+def save_index(built: BuiltIndex, path: StorePath) -> StorePath:
     """Write the index and its manifest into the folder ``path``, both or neither.
 
-    The pair is written into a temporary folder beside ``path`` and renamed into place. An
+    On a local disk the pair is written into a temporary folder beside ``path`` and renamed into
+    place. On a remote filesystem, which has no folder rename, each file is uploaded atomically and
+    the manifest last, so :func:`index_complete` (both present) never sees half an index. An
     incomplete folder at ``path`` is replaced; a complete one (a concurrent run saved the same
     content-addressed index first) is kept.
     """
     if index_complete(path):
+        return path
+    if not is_local(path):
+        remove_tree(path)
+        write_bytes(serialize_index(built.index), path / INDEX_FILE)
+        write_json(built.manifest(), path / MANIFEST_FILE)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
@@ -217,18 +223,18 @@ def save_index(built: BuiltIndex, path: Path) -> Path:
         (temporary / INDEX_FILE).write_bytes(serialize_index(built.index))
         write_json(built.manifest(), temporary / MANIFEST_FILE)
         if path.exists() and not index_complete(path):
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
         try:
             os.rename(temporary, path)
         except OSError:
             if not index_complete(path):
                 raise
     finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+        remove_tree(temporary)
     return path
 
 
-def load_index(path: Path, spec: IndexSpec) -> BuiltIndex:
+def load_index(path: StorePath, spec: IndexSpec) -> BuiltIndex:
     """Read an index written by :func:`save_index`; refuse one built from a different spec."""
     if not index_complete(path):
         raise FileNotFoundError(f"{path}: no complete saved index (index and manifest) here; it is rebuilt when needed")

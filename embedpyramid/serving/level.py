@@ -12,7 +12,6 @@ kept once per spec in ``findings.json`` beside its results.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from embedpyramid.serving import (
     save_index,
     search_sweep,
 )
-from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet, write_text
+from embedpyramid.store import ArtifactStore, read_frame, read_json, remove_tree, write_json, write_parquet, write_text
 
 FRONTIER_COLUMNS = ("spec", "sweep_param", "sweep_value", "ann_recall", "ann_recall_sd", "qps", "p50_ms", "p95_ms",
                     "delta", "delta_sd", "delta_ci_low", "delta_ci_high", "n_seeds", "bytes_per_vector",
@@ -120,7 +119,7 @@ def evaluate_serving(
     findings = tuple(dict.fromkeys([*([override] if override else []),
                                     *(f for built, _ in builds for f in built.training_findings)]))
     directory = serving_dir(store, dataset, model.key) / spec.name
-    shutil.rmtree(directory / "runs", ignore_errors=True)
+    remove_tree(directory / "runs")
     for built, points in builds:
         for point in points:
             name = "top-k" if point.param is None else f"{point.param}-{point.value}"

@@ -62,7 +62,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import ndtr, ndtri
 
 from embedpyramid.stats.units import (
     ResamplingUnits,
@@ -410,6 +409,8 @@ def _bca_ranks(
 ) -> tuple[np.ndarray, np.ndarray]:
     """1-based (low, high) order-statistic ranks of the BCa interval, per column; a resampled
     mean within ``tolerance`` of the mean is a tie (counted half)."""
+    from scipy.special import ndtr, ndtri  # scipy is imported where used: a warm CLI start computes no statistics
+
     n_resamples = means.shape[0]
     below = (means < mean - tolerance).sum(axis=0)
     above = (means > mean + tolerance).sum(axis=0)

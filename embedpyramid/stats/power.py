@@ -19,9 +19,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
-from scipy.stats import nct
-from scipy.stats import t as student_t
 
 _LARGEST_N = 10**9
 
@@ -30,6 +27,9 @@ def paired_power(n: int, effect_size: float, *, alpha: float = 0.05) -> float:
     """Power of the two-sided paired t-test with ``n`` queries at ``effect_size = delta / sd``."""
     if n < 2:
         raise ValueError(f"a paired t-test needs at least 2 queries; got n={n}")
+    from scipy.stats import nct  # scipy is imported where used: a warm CLI start computes no statistics
+    from scipy.stats import t as student_t
+
     df = n - 1
     critical = student_t.ppf(1.0 - alpha / 2.0, df)
     shift = abs(effect_size) * math.sqrt(n)
@@ -75,6 +75,8 @@ def queries_needed(sd: float, delta: float, *, alpha: float = 0.05, power: float
 @lru_cache(maxsize=4096)
 def _standardized_effect(n: int, alpha: float, power: float) -> float:
     """The minimum detectable ``delta / sd`` at ``n`` queries."""
+    from scipy.optimize import brentq
+
     upper = 1.0
     while paired_power(n, upper, alpha=alpha) < power:
         upper *= 2.0

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import t as student_t
 
 from embedpyramid.stats.units import delta_matrix, resampling_units
 
@@ -54,5 +53,7 @@ def paired_t_test(deltas: ArrayLike, *, groups: ArrayLike | None = None) -> TTes
     flat = constant | (se == 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         statistic = np.where(flat, np.where(mean == 0.0, 0.0, np.copysign(np.inf, mean)), mean / se)
+    from scipy.stats import t as student_t  # scipy is imported where used: a warm CLI start computes no statistics
+
     p_value = np.minimum(2.0 * student_t.sf(np.abs(statistic), df), 1.0)
     return TTestResult(statistic.reshape(output_shape), p_value.reshape(output_shape), df)

@@ -19,10 +19,10 @@ from dagster._core.events import EngineEventData
 from stub_server import Reply, StubServer
 from toy_encoders import CharacterNgrams
 
-from assets.embeddings import ENCODER_POOL, ensure_encoder_pool
 from embedpyramid.config import load_config
 from embedpyramid.hashing import sha256_table
 from embedpyramid.store import ArtifactStore, read_table
+from pipelines.instance import ENCODER_POOL, ensure_encoder_pool
 from pipelines.partitions import model_dataset_key
 from pipelines.runner import run_pipeline
 
@@ -116,15 +116,15 @@ def test_encodes_wait_for_a_slot_of_the_encoder_pool_and_dead_holders_free_their
     worker = threading.Thread(target=lambda: reports.append(run_pipeline(folder, tmp_path / "data", instance=instance,
                                                                         log=lambda _: None)))
     worker.start()
-    key = model_dataset_key(load_config(folder).models["toy"].key, "chatterbot-small")
+    model = load_config(folder).models["toy"]
+    key = model_dataset_key(model.name, "chatterbot-small")
     time.sleep(5)
     waiting = instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey("query_embeddings"),
                                                                     asset_partitions=[key]), limit=1).records
     assert worker.is_alive() and waiting == []  # the dataset froze, the encodes wait for the slot
     storage.free_concurrency_slot_for_step("live-run", "its-encode")
     worker.join(timeout=300)
-    assert reports and reports[0].failures == [] and reports[0].materialized == [
-        (key.keys_by_dimension["model"], "chatterbot-small")]
+    assert reports and reports[0].failures == [] and reports[0].materialized == [(model.key, "chatterbot-small")]
 
 
 def embeddings_reply(request) -> Reply:

@@ -1,5 +1,6 @@
 """Graph tests: real Dagster materializations of the real assets with real models."""
 
+import json
 import re
 from pathlib import Path
 
@@ -9,15 +10,19 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
+from graph_helpers import plan_and_automation
 
 from embedpyramid.cli import main
-from embedpyramid.config import load_config
+from embedpyramid.config import ConfigError, load_config
 from embedpyramid.data import open_frozen
 from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
-from pipelines.definitions import defs, model_cards_sensor
+from pipelines.automation import config_sensor
+from pipelines.definitions import defs
+from pipelines.freshness import CONFIG
+from pipelines.instance import bind
 from pipelines.partitions import DATASETS, MODELS, ann_asset_name, model_dataset_key
 from pipelines.runner import run_pipeline
 from resources import ProjectResource
@@ -34,29 +39,40 @@ def test_definitions_load_with_lineage_partitions_and_automation():
     repository = defs.get_repository_def()
     graph = repository.asset_graph
     parents = {key.to_user_string(): sorted(p.to_user_string() for p in graph.get(key).parent_keys)
-               for key in graph.get_all_asset_keys()}
+               for key in graph.get_all_asset_keys() if graph.get(key).is_materializable}
     assert parents == {
-        "frozen_dataset": [],
-        "query_embeddings": ["frozen_dataset"],
-        "document_embeddings": ["frozen_dataset"],
-        "exact_topk": ["document_embeddings", "query_embeddings"],
-        "retrieval_metrics": ["exact_topk", "frozen_dataset"],
-        "raw_query_embeddings": ["frozen_dataset", "query_embeddings"],
-        "raw_document_embeddings": ["document_embeddings", "frozen_dataset"],
-        "norm_geometry": ["frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
-        "normalization_price": ["frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
-        "efficiency": ["document_embeddings", "exact_topk", "query_embeddings"],
-        "comparisons": ["retrieval_metrics"],
-        "results_db": ["comparisons", "efficiency", "retrieval_metrics"],
-        **{ann_asset_name(spec): ["document_embeddings", "exact_topk", "frozen_dataset", "query_embeddings"]
+        "frozen_dataset": ["config/dataset_source"],
+        "query_embeddings": ["config/model_card", "frozen_dataset"],
+        "document_embeddings": ["config/model_card", "frozen_dataset"],
+        "exact_topk": ["config/search", "document_embeddings", "query_embeddings"],
+        "retrieval_metrics": ["config/conventions", "config/measures", "exact_topk", "frozen_dataset"],
+        "raw_query_embeddings": ["config/model_card", "frozen_dataset", "query_embeddings"],
+        "raw_document_embeddings": ["config/model_card", "document_embeddings", "frozen_dataset"],
+        "norm_geometry": ["config/resampling", "frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
+        "normalization_price": ["config/conventions", "config/measures", "config/resampling", "config/search",
+                                "frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
+        "efficiency": ["config/resampling", "config/run_settings", "document_embeddings", "exact_topk",
+                       "query_embeddings"],
+        "comparisons": ["config/comparison", "retrieval_metrics"],
+        "results_db": ["comparisons", "config/comparison", "efficiency", "retrieval_metrics"],
+        **{ann_asset_name(spec): sorted([f"config/{ann_asset_name(spec)}", "config/ann_settings", "config/conventions",
+                                         "config/resampling", "document_embeddings", "exact_topk", "frozen_dataset",
+                                         "query_embeddings"])
            for spec in SPECS},
-        "serving_frontier": sorted(ann_asset_name(spec) for spec in SPECS),
-        "comparison_report": ["comparisons", "norm_geometry", "normalization_price", "results_db", "serving_frontier"],
+        "serving_frontier": sorted(["config/ann_settings", *(ann_asset_name(spec) for spec in SPECS)]),
+        "comparison_report": ["comparisons", "config/comparison", "norm_geometry", "normalization_price", "results_db",
+                              "serving_frontier"],
     }
-    assert {s.name for s in repository.sensor_defs} == {"model_cards_sensor", "evaluation_automation"}
+    facets = {key.to_user_string() for key in graph.get_all_asset_keys() if graph.get(key).is_observable}
+    assert facets == {f"config/{name}" for name in (
+        "model_card", "run_settings", "dataset_source", "search", "measures", "conventions", "resampling", "comparison",
+        "ann_settings", *(ann_asset_name(spec) for spec in SPECS))}
+    assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {
+        CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary"}
+    assert {s.name for s in repository.sensor_defs} == {"config_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
     for key in graph.get_all_asset_keys():
-        assert graph.get(key).code_version is not None
+        assert not graph.get(key).is_materializable or graph.get(key).code_version is not None
 
 
 def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
@@ -101,18 +117,32 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     top1 = np.argmax(queries @ documents.T, axis=1)
     assert run.filter(pl.col("rank") == 1)["doc_id"].to_list() == [doc_ids[i] for i in top1]
 
-    # What the Dagster UI shows: partition metadata, data versions and passing blocking checks.
-    partition = model_dataset_key(minilm.key, "chatterbot-en")
+    # What the Dagster UI shows: partition metadata (headline numbers the Plots tab charts, the
+    # metric table in cutoff order, the baseline marked), data versions and passing blocking checks.
+    partition = model_dataset_key(minilm.name, "chatterbot-en")
     record = instance.fetch_materializations(
         dg.AssetRecordsFilter(dg.AssetKey("retrieval_metrics"), asset_partitions=[partition]), limit=1).records[0]
     metadata = record.asset_materialization.metadata
     assert metadata["evaluated_queries"].value == 748 and metadata["excluded_queries"].value == 0
-    assert "| nDCG@10" in metadata["metrics"].value and metadata["conventions"].value["ties"] == "expected"
+    assert metadata["conventions"].value["ties"] == "expected" and metadata["baseline"].value is True
+    assert metadata["nDCG@10"].value == pytest.approx(means_of(board, minilm_key)["nDCG@10"])
+    assert isinstance(metadata["nDCG@10"], dg.FloatMetadataValue) and isinstance(metadata["Recall@10"], dg.FloatMetadataValue)
+    rows = [row.data["metric"] for row in metadata["metrics"].value.records]
+    assert [m for m in rows if m.startswith("Hit@")] == ["Hit@1", "Hit@3", "Hit@5", "Hit@10", "Hit@100"]
+    assert {column.name: column.type for column in metadata["metrics"].value.schema.columns} == {
+        "metric": "string", "mean": "float", "n": "int"}
+    leaderboard = instance.fetch_materializations(dg.AssetKey("results_db"), limit=1).records[0]
+    assert f"{minilm_key} (baseline)" in {c.name for c in leaderboard.asset_materialization.metadata["leaderboard"].value.schema.columns}
     for asset in ("query_embeddings", "document_embeddings"):
-        evaluation = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-            [dg.AssetCheckKey(dg.AssetKey(asset), "vectors_valid")])
-        assert all(e.status.value == "SUCCEEDED" for e in evaluation.values())
-    assert sorted(instance.get_dynamic_partitions(MODELS)) == sorted(keys)
+        history = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(dg.AssetKey(asset), "vectors_valid"), limit=10)
+        assert sorted((record.partition, record.status.value) for record in history) == sorted(
+            (str(model_dataset_key(name, "chatterbot-en")), "SUCCEEDED") for name in config.models)
+    assert sorted(instance.get_dynamic_partitions(MODELS)) == sorted(config.models)
+    run = instance.get_run_records(dg.RunsFilter(tags={"embedpyramid/cli": "run"}), limit=1)[0].dagster_run
+    assert run.job_name == "summary" and run.tags["embedpyramid/configs"] == str(Path("configs").resolve())
+    assert run.tags["embedpyramid/command"] == "embedpyramid run"
+    assert {r.dagster_run.job_name for r in instance.get_run_records()} == {"refresh_datasets", "evaluate", "summary"}
 
     # The comparisons of the two other models with the baseline: every tested metric and slice
     # in two families, and the report that shows them.
@@ -181,7 +211,7 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     ])
     assert len(checks) == 2 and all(e.status.value == "SUCCEEDED" for e in checks.values())
     geometry = instance.fetch_materializations(dg.AssetRecordsFilter(
-        dg.AssetKey("norm_geometry"), asset_partitions=[model_dataset_key(use_key, "chatterbot-en")]), limit=1).records[0]
+        dg.AssetKey("norm_geometry"), asset_partitions=[model_dataset_key("use-m3", "chatterbot-en")]), limit=1).records[0]
     assert geometry.asset_materialization.metadata["normalize_layer_stripped"].value is False
     assert "## L1 geometry and the price of normalization mistakes: " + minilm_key in (tmp_path / "report" / "report.md").read_text()
 
@@ -217,11 +247,27 @@ def means_of(board: pl.DataFrame, model_key: str) -> dict[str, float]:
     return dict(board.filter(pl.col("model") == model_key).select("metric", "mean").iter_rows())
 
 
-def small_run(write_configs, small_chatterbot, models, instance, data, folder):
-    return run_pipeline(write_configs(folder, models=models, datasets=small_chatterbot), data, instance=instance)
+def small_run(write_configs, small_chatterbot, models, instance, data, folder, changes=None, **sections):
+    """Bring ``folder``'s config up to date through the CLI's runner, after checking that the
+    automation would request exactly the partitions the runner is about to materialize (from
+    the second run on; before, the automation freezes the datasets first); afterwards both
+    agree that nothing is left. ``changes``: the config facets the edit should change."""
+    folder_path = write_configs(folder, models=models, datasets=small_chatterbot, **sections)
+    planned, requested, observed = plan_and_automation(folder_path, data, instance)
+    if changes is not None:
+        assert observed == changes
+    if instance.get_run_records(limit=1):
+        assert requested == planned
+    else:
+        assert requested == {("frozen_dataset", "chatterbot-small")} and len(planned) > len(requested)
+    report = run_pipeline(folder_path, data, instance=instance)
+    assert plan_and_automation(folder_path, data, instance) == (set(), set(), [])
+    return report
 
 
 def test_only_what_a_change_touches_is_recomputed(write_configs, default_models, small_chatterbot, tmp_path):
+    """Each edit of the config recomputes what depends on it, nothing else — as the CLI runs it
+    and as the automation requests it (checked against each other at every step)."""
     instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
     minilm = default_models["minilm-l6"]
     default_models = {name: default_models[name] for name in ("minilm-l6", "use-m3")}
@@ -229,21 +275,31 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     use_key = load_config(tmp_path / "c1").models["use-m3"].key
     assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 4
 
-    again = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
+    again = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1", changes=[])
     assert (again.materialized, again.encoded, again.frozen, len(again.skipped)) == ([], [], [], 2)
     assert not again.summary_built
 
     batch = {**default_models, "minilm-l6": {**minilm, "run": {**minilm["run"], "batch_size": 5}}}
-    rerun = small_run(write_configs, small_chatterbot, batch, instance, data, "c2")
-    assert (rerun.materialized, rerun.encoded) == ([], [])
+    rerun = small_run(write_configs, small_chatterbot, batch, instance, data, "c2",
+                      changes=["config/run_settings [minilm-l6]"])
+    # A run setting changes no vector: nothing is encoded, only the efficiency numbers move.
+    assert rerun.encoded == [] and {asset for _, _, asset in rerun.assets} == {"efficiency"}
+    back = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1",
+                     changes=["config/run_settings [minilm-l6]"])
+    assert back.encoded == [] and {asset for _, _, asset in back.assets} == {"efficiency"}
 
     for field, value in (("query_prompt", "query: "), ("normalize", False), ("dimension", 128)):
         changed = {**default_models, "minilm-l6": {**minilm, field: value}}
-        report = small_run(write_configs, small_chatterbot, changed, instance, data, f"c-{field}")
+        report = small_run(write_configs, small_chatterbot, changed, instance, data, f"c-{field}",
+                           changes=["config/model_card [minilm-l6]", "config/comparison"])
         new_key = load_config(tmp_path / f"c-{field}").models["minilm-l6"].key
         assert report.materialized == [(new_key, "chatterbot-small")], field
         assert sorted(report.encoded) == [(new_key, "chatterbot-small", kind) for kind in ("document", "query")]
         assert (use_key, "chatterbot-small") in report.skipped
+
+    # Back to the original card: its vectors are still cached, so nothing is encoded again.
+    restored = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
+    assert restored.encoded == [] and restored.skipped == [(use_key, "chatterbot-small")]
 
     added = {**default_models, "minilm-l6-64": {**minilm, "dimension": 64}}
     report = small_run(write_configs, small_chatterbot, added, instance, data, "c-added")
@@ -251,26 +307,32 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     assert report.materialized == [(new_key, "chatterbot-small")] and len(report.skipped) == 2
     assert report.summary_built
     assert set(pl.read_parquet(data / "comparisons" / "comparisons.parquet")["model_b"]) == {use_key, new_key}
-    assert {p for p in instance.get_dynamic_partitions(MODELS)} == {m.key for m in load_config(tmp_path / "c-added").models.values()}
+    assert set(instance.get_dynamic_partitions(MODELS)) == set(added)
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
         assert {row[0] for row in con.sql("SELECT DISTINCT model FROM leaderboard").fetchall()} == \
             {m.key for m in load_config(tmp_path / "c-added").models.values()}
 
     protocol = {**default_section("protocol"), "comparison": {**default_section("protocol")["comparison"], "seed": 7}}
-    reseeded = run_pipeline(write_configs("c-seed", models=default_models, datasets=small_chatterbot, protocol=protocol),
-                            data, instance=instance)
+    reseeded = small_run(write_configs, small_chatterbot, default_models, instance, data, "c-seed", protocol=protocol)
     # The comparison seed also seeds the L1 price intervals and the latency sample of the
-    # efficiency group: those and the summary move, nothing else.
+    # efficiency measurements: those and the summary move, nothing else.
     assert (reseeded.encoded, reseeded.skipped, reseeded.summary_built) == ([], [], True)
-    assert sorted(reseeded.groups) == sorted((key, "chatterbot-small", group) for key in
-                                             (load_config(tmp_path / "c-seed").models[m].key for m in default_models)
-                                             for group in ("l1_geometry", "efficiency"))
+    keys = [load_config(tmp_path / "c-seed").models[m].key for m in default_models]
+    assert sorted(reseeded.assets) == sorted((key, "chatterbot-small", asset) for key in keys
+                                             for asset in ("norm_geometry", "normalization_price", "efficiency"))
     assert pl.read_parquet(data / "comparisons" / "comparisons.parquet")["seed"].unique().to_list() == [7]
+
+    protocol = {**protocol, "k_values": [1, 3, 5, 10, 20, 100]}
+    deeper = small_run(write_configs, small_chatterbot, default_models, instance, data, "c-k", protocol=protocol)
+    # A new cutoff changes the metrics (L2) and the price table (L1) of every model; the
+    # retrieval run, the embeddings and the geometry stay.
+    assert sorted(deeper.assets) == sorted((key, "chatterbot-small", asset) for key in keys
+                                           for asset in ("retrieval_metrics", "normalization_price"))
 
     # Forcing a re-materialization of a cached partition still encodes nothing.
     forced = dg.materialize(
         list(defs.assets), selection=["query_embeddings"], instance=instance,
-        partition_key=model_dataset_key(use_key, "chatterbot-small"),
+        partition_key=model_dataset_key("use-m3", "chatterbot-small"),
         resources={"project": ProjectResource(configs_dir=str(tmp_path / "c1"), data_dir=str(data)),
                    "encoders": defs.resources["encoders"]},
     )
@@ -319,26 +381,45 @@ def test_bad_dataset_fails_alone_and_names_the_line(write_configs, small_chatter
     assert not (tmp_path / "data" / "datasets" / "bad").exists()
 
 
-def test_sensor_registers_new_cards_and_drops_removed_ones(write_configs, default_models):
+def test_sensor_registers_cards_reports_config_and_drops_only_what_its_folder_removed(write_configs, default_models):
     instance = dg.DagsterInstance.ephemeral()
     folder = write_configs(models=default_models)
-    instance.add_dynamic_partitions(MODELS, ["retired@0000000"])
-    context = dg.build_sensor_context(instance=instance, resources={
-        "project": ProjectResource(configs_dir=str(folder), data_dir="unused")})
-    result = model_cards_sensor(context)
+    instance.add_dynamic_partitions(MODELS, ["retired"])
+
+    def tick(configs):
+        return config_sensor(dg.build_sensor_context(instance=instance, resources={
+            "project": ProjectResource(configs_dir=str(configs), data_dir="unused")}))
+
+    result = tick(folder)
     requests = {(type(r).__name__, r.partitions_def_name): sorted(r.partition_keys) for r in result.dynamic_partitions_requests}
-    keys = sorted(m.key for m in load_config(folder).models.values())
     assert requests == {
-        ("AddDynamicPartitionsRequest", MODELS): keys,
-        ("DeleteDynamicPartitionsRequest", MODELS): ["retired@0000000"],
+        ("AddDynamicPartitionsRequest", MODELS): sorted(default_models),
+        ("DeleteDynamicPartitionsRequest", MODELS): ["retired"],
         ("AddDynamicPartitionsRequest", DATASETS): ["chatterbot-en"],
     }
+    observed = {(event.asset_key.to_user_string(), event.partition) for event in result.asset_events}
+    assert ("config/model_card", "minilm-l6") in observed and ("config/search", None) in observed
+    check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(dg.AssetKey(["config", "folder"]), "loads"))
+    assert check.event.asset_check_evaluation.passed
+
+    # Bound to another folder (the last CLI command's): this location neither deletes nor reports.
+    bind(instance, write_configs("other", models={"minilm-l6": default_models["minilm-l6"]}), Path("data"))
+    other = tick(folder)
+    assert not other.dynamic_partitions_requests and "the instance follows" in other.skip_reason.skip_message
+
+    # A broken card: the tick fails with the file and key, and the folder's check fails too.
+    broken = write_configs("other", models={"minilm-l6": {**default_models["minilm-l6"], "pooling": "sideways"}})
+    with pytest.raises(ConfigError, match=r"(?s)models\.yaml.*models\.minilm-l6\.pooling"):
+        tick(broken)
+    check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(dg.AssetKey(["config", "folder"]), "loads"))
+    assert not check.event.asset_check_evaluation.passed
+    assert "models.minilm-l6.pooling" in check.event.asset_check_evaluation.metadata["error"].value
 
 
-def test_cli_run_ends_with_the_verdict_and_the_report(write_configs, small_chatterbot, tmp_path, capsys):
-    narrow = {**toy("toy_encoders:CharacterNgrams"), "options": {"dim": 8}}
-    folder = write_configs(models={"ngrams": toy("toy_encoders:CharacterNgrams"), "narrow": narrow},
-                           datasets=small_chatterbot)
+def test_cli_run_verdict_status_backfill_and_leaderboard(write_configs, small_chatterbot, tmp_path, capsys):
+    models = {"ngrams": toy("toy_encoders:CharacterNgrams"),
+              "narrow": {**toy("toy_encoders:CharacterNgrams"), "options": {"dim": 8}}}
+    folder = write_configs(models=models, datasets=small_chatterbot)
     data = tmp_path / "data"
     assert main(["run", "--configs", str(folder), "--data", str(data)]) == 0
     printed = capsys.readouterr().out
@@ -347,11 +428,29 @@ def test_cli_run_ends_with_the_verdict_and_the_report(write_configs, small_chatt
     assert verdict[2].startswith("  chatterbot-small · nDCG@10 over ") and "(Δ = " in verdict[2]
     assert verdict[-1] == f"report: {(data / 'report' / 'report.html').resolve()}"
     assert main(["leaderboard", "--data", str(data), "--format", "json"]) == 0
-    rows = __import__("json").loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)
     assert {parse_measure(row["metric"]).name for row in rows} == {
         "Recall", "Hit", "MRR", "MAP", "nDCG", "P", "RPrec", "CompleteEvidence", "Judged"}
     assert main(["run", "--configs", str(folder), "--data", str(data), "--models", "nope"]) == 2
     assert "unknown models ['nope']" in capsys.readouterr().err
+
+    # A new card: status shows it missing; backfill by its key evaluates it and the summaries only.
+    second = write_configs(models={**models, "ngrams-24": {**toy("toy_encoders:CharacterNgrams"), "options": {"dim": 24}}},
+                           datasets=small_chatterbot)
+    new_key = load_config(second).models["ngrams-24"].key
+    assert main(["status", "--configs", str(second), "--data", str(data), "--format", "json"]) == 0
+    status = {(row["model"], row["level"]): (row["state"], row["why"]) for row in json.loads(capsys.readouterr().out)}
+    assert status[(new_key, "l2_retrieval")][0] == "missing"
+    assert status[(load_config(second).models["ngrams"].key, "l2_retrieval")] == ("fresh", "")
+    assert status[(None, "summary")][0] == "stale" and "config/comparison has a new data version" in status[(None, "summary")][1]
+    assert main(["backfill", "--model", new_key, "--configs", str(second), "--data", str(data)]) == 0
+    capsys.readouterr()
+    assert main(["status", "--configs", str(second), "--data", str(data)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["dataset", "model", "level", "state", "why"]
+    assert all(line.split()[3] == "fresh" for line in lines[1:])
+    assert main(["run", "--configs", str(second), "--data", str(data), "--models", "ngrams-24,ngrams"]) == 0
+    assert "up to date" in capsys.readouterr().err
 
 
 def small_ann(**indexes) -> dict:
@@ -363,15 +462,15 @@ def test_a_dimension_cut_changes_the_l4_assets_only(write_configs, default_model
     instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
     models = {"minilm-l6": default_models["minilm-l6"]}
     ann = small_ann(flat={"factory": "Flat"}, cut={"factory": "Flat", "dimension": 128})
-    first = run_pipeline(write_configs("a", models=models, datasets=small_chatterbot, ann=ann), data, instance=instance)
+    first = small_run(write_configs, small_chatterbot, models, instance, data, "a", ann=ann)
     key = load_config(tmp_path / "a").models["minilm-l6"].key
-    assert first.failures == [] and {group for _, _, group in first.groups} == {
-        "l2_retrieval", "l1_geometry", "efficiency", "l4:flat", "l4:cut", "l4_frontier"}
+    assert first.failures == [] and {"ann_flat", "ann_cut", "serving_frontier"} <= {asset for _, _, asset in first.assets}
 
     cut64 = small_ann(flat={"factory": "Flat"}, cut={"factory": "Flat", "dimension": 64})
-    second = run_pipeline(write_configs("b", models=models, datasets=small_chatterbot, ann=cut64), data, instance=instance)
+    second = small_run(write_configs, small_chatterbot, models, instance, data, "b", ann=cut64,
+                       changes=["config/ann_cut"])
     assert second.failures == [] and second.encoded == []
-    assert sorted(second.groups) == [(key, "chatterbot-small", "l4:cut"), (key, "chatterbot-small", "l4_frontier")]
+    assert sorted(second.assets) == [(key, "chatterbot-small", "ann_cut"), (key, "chatterbot-small", "serving_frontier")]
     assert second.summary_built
     summary = pl.read_parquet(data / "serving" / "chatterbot-small" / key / "summary.parquet")
     cut = summary.filter(pl.col("spec") == "cut").row(0, named=True)
@@ -389,7 +488,7 @@ def test_an_l2_spec_on_a_cosine_card_runs_with_a_warning_naming_both(write_confi
     assert report.failures == []
     key = load_config(folder).models["minilm-l6"].key
     record = instance.fetch_materializations(dg.AssetRecordsFilter(
-        dg.AssetKey(ann_asset_name("euclid")), asset_partitions=[model_dataset_key(key, "chatterbot-small")]),
+        dg.AssetKey(ann_asset_name("euclid")), asset_partitions=[model_dataset_key("minilm-l6", "chatterbot-small")]),
         limit=1).records[0]
     (finding,) = record.asset_materialization.metadata["findings"].value
     assert finding.startswith("spec 'euclid' (faiss Flat) overrides the card's similarity 'inner_product' with 'l2'")

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy.special import gammaln
 
 from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.ndcg import graded_gain
@@ -243,6 +242,8 @@ def _relevant_before(groups: TieGroups) -> np.ndarray:
 
 def _none_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
     """C(n - r, t) / C(n, t): no relevant document among the first t of a random order."""
+    from scipy.special import gammaln  # imported here: scipy costs a warm CLI start that scores nothing
+
     possible = t <= n - r
     safe = np.where(possible, n - r - t, 0.0)
     log = gammaln(n - r + 1) - gammaln(safe + 1) - gammaln(n + 1) + gammaln(n - t + 1)
@@ -251,6 +252,8 @@ def _none_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 def _all_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
     """C(t, r) / C(n, r): every relevant document among the first t of a random order."""
+    from scipy.special import gammaln
+
     possible = t >= r
     safe = np.where(possible, t - r, 0.0)
     log = gammaln(t + 1) - gammaln(safe + 1) - gammaln(n + 1) + gammaln(n - r + 1)

@@ -1,0 +1,126 @@
+"""Unattended operation: the config sensor, declarative automation, the nightly schedules.
+
+- ``config_sensor`` (every 30 s) keeps Dagster in step with the config folder the instance is
+  bound to: it registers new cards and datasets as partitions (and deletes those removed from
+  that folder), reports changed config facets as observations, and records the ``config/folder``
+  check ``loads`` — failed, with the file and key, when the folder does not validate (the tick
+  then fails with the same message).
+- ``evaluation_automation`` evaluates every asset's condition (:mod:`pipelines.freshness`): a
+  partition is requested when it is missing or stale — exactly the partitions ``embedpyramid
+  run`` would materialize — so a new card is backfilled, an edited one re-evaluated, and
+  identical data re-frozen moves nothing.
+- ``nightly_refresh`` (02:00) re-freezes every dataset; ``nightly_summary`` (04:00) rebuilds the
+  comparisons, ``results.duckdb`` and the report.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import dagster as dg
+
+from embedpyramid.config import ConfigError, ProjectConfig, load_config
+from pipelines.freshness import CONFIG, config_observations
+from pipelines.instance import bound_to, read_binding
+from pipelines.partitions import DATASETS, partition_sync
+from resources import ProjectResource
+
+CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
+CONFIG_CHECK = "loads"
+SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report"]
+# Carried by every run the automation launches, for queue limits (docs/dagster.yaml).
+AUTOMATION_TAG = "embedpyramid/automation"
+
+config_folder = dg.AssetSpec(
+    CONFIG_FOLDER, group_name=CONFIG, kinds={"yaml"},
+    description="The config folder (models.yaml, datasets.yaml, protocol.yaml, ann.yaml) the instance is bound to; "
+                "its facets are the config/* assets.",
+)
+
+
+@dg.asset_check(asset=CONFIG_FOLDER, name=CONFIG_CHECK, description="The config folder loads and validates")
+def config_loads(project: ProjectResource) -> dg.AssetCheckResult:
+    config, metadata = check_config(project.configs_dir)
+    return dg.AssetCheckResult(passed=config is not None, metadata=metadata)
+
+
+def check_config(configs_dir: str | Path) -> tuple[ProjectConfig | None, dict[str, dg.MetadataValue]]:
+    """The loaded folder and what it holds, or None and the error (file, key, rule)."""
+    try:
+        config = load_config(configs_dir)
+    except ConfigError as error:
+        return None, {"error": dg.MetadataValue.text(str(error))}
+    return config, {
+        "config_folder": dg.MetadataValue.path(str(config.directory)),
+        "cards": dg.MetadataValue.json({name: model.key for name, model in config.models.items()}),
+        "datasets": dg.MetadataValue.json(list(config.datasets)),
+    }
+
+
+@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def config_sensor(context: dg.SensorEvaluationContext, project: ProjectResource) -> dg.SensorResult:
+    """Register cards and datasets as partitions, report changed config facets, check the folder."""
+    instance, configs = context.instance, Path(project.configs_dir).expanduser().resolve()
+    if not bound_to(instance, configs):
+        binding = read_binding(instance.root_directory)
+        return dg.SensorResult(skip_reason=(
+            f"this code location reads {configs}, but the instance follows {binding.configs if binding else '?'} "
+            "(the folder of the last `embedpyramid run`): start dagster dev without EMBEDPYRAMID_CONFIGS, or "
+            f"run `embedpyramid run --configs {configs}` to switch; nothing is registered or deleted meanwhile"))
+    config, metadata = check_config(configs)
+    latest = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(CONFIG_FOLDER, CONFIG_CHECK))
+    previous = latest.event.asset_check_evaluation if latest and latest.event else None
+    if previous is None or previous.passed != (config is not None) or previous.metadata != metadata:
+        instance.report_runless_asset_event(dg.AssetCheckEvaluation(
+            asset_key=CONFIG_FOLDER, check_name=CONFIG_CHECK, passed=config is not None, metadata=metadata))
+    if config is None:
+        raise ConfigError(str(metadata["error"].value))
+    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    for name, (add, delete) in partition_sync(instance, config).items():
+        if add:
+            requests.append(dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=add))
+        if delete:
+            requests.append(dg.DeleteDynamicPartitionsRequest(partitions_def_name=name, partition_keys=delete))
+    observations = config_observations(instance, config)
+    if not requests and not observations:
+        return dg.SensorResult(skip_reason="partitions and config versions match the config folder")
+    return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=observations)
+
+
+refresh_datasets_job = dg.define_asset_job(
+    "refresh_datasets", selection=["frozen_dataset"],
+    description="Re-freeze one dataset; identical data keeps its data version, so nothing downstream moves.",
+)
+summary_job = dg.define_asset_job(
+    "summary", selection=SUMMARY_ASSETS, description="Recompute the comparisons, results.duckdb and the report",
+)
+evaluation_job = dg.define_asset_job(
+    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset", *SUMMARY_ASSETS),
+    description="Evaluate one (model, dataset) partition: embeddings, L2, L1 and L4.",
+)
+
+
+@dg.schedule(cron_schedule="0 2 * * *", job=refresh_datasets_job, default_status=dg.DefaultScheduleStatus.RUNNING)
+def nightly_refresh(context: dg.ScheduleEvaluationContext):
+    """Nightly re-evaluation: re-freeze every dataset; changed data re-runs only what depends on it."""
+    for dataset in context.instance.get_dynamic_partitions(DATASETS):
+        yield dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y-%m-%d}-{dataset}", partition_key=dataset)
+
+
+nightly_summary = dg.ScheduleDefinition(
+    name="nightly_summary", cron_schedule="0 4 * * *", job=summary_job,
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
+
+with warnings.catch_warnings():
+    # Custom conditions (StaleCondition) are evaluated in the code server, a beta option we rely on.
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    evaluation_automation = dg.AutomationConditionSensorDefinition(
+        "evaluation_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+        use_user_code_server=True, minimum_interval_seconds=30, run_tags={AUTOMATION_TAG: "evaluation"},
+    )
+
+JOBS = [refresh_datasets_job, summary_job, evaluation_job]
+SENSORS = [config_sensor, evaluation_automation]
+SCHEDULES = [nightly_refresh, nightly_summary]

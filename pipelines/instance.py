@@ -1,0 +1,274 @@
+"""The Dagster instance of a data folder: where the run history lives, which config folder it
+follows, one writer at a time, and no ghost runs.
+
+- **Where.** ``$DAGSTER_HOME`` when set, else ``<data>/dagster_home`` (a local data folder only).
+  Dagster builds SQLite URLs from that path without quoting it, so a folder whose path holds
+  ``?``, ``#`` or ``%`` is opened through a link under ``~/.cache/embedpyramid/homes/`` whose path
+  holds none: every byte is still written inside the data folder.
+- **Binding.** The instance records the config folder and data folder of the last CLI command
+  (``embedpyramid.json`` in the instance folder). ``dagster dev`` started with only
+  ``DAGSTER_HOME`` set reads them, so the UI, the sensors and the CLI follow one config; a code
+  location that reads another folder neither deletes partitions nor reports config versions.
+- **One writer.** :class:`DataFolderLock` holds an exclusive lock on ``<data>/.embedpyramid.lock``
+  (in the instance folder for a remote data folder) while a command writes; a second command
+  waits for it, saying which PID holds it, or exits at once with ``wait=False``.
+- **No ghosts.** Runs the CLI starts carry the PID and host of their process; a run still marked
+  started whose process is gone (killed) is marked failed by the next command
+  (:func:`fail_abandoned_runs`). Runs launched by the daemon are watched by Dagster's own run
+  monitoring, enabled in the ``dagster.yaml`` written here.
+- **One encode at a time.** Every asset that runs a model takes a slot of the ``encoders`` pool;
+  :func:`ensure_encoder_pool` gives it one slot unless the user set a limit, and frees the
+  slots of runs that died holding them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import psutil
+
+from embedpyramid.config import ConfigError
+from embedpyramid.store import StorePath, is_local
+
+BINDING_FILE = "embedpyramid.json"
+LOCK_FILE = ".embedpyramid.lock"
+OPEN_LOCK_FILE = ".embedpyramid-open.lock"
+PID_TAG, HOST_TAG = "embedpyramid/pid", "embedpyramid/host"
+# SQLAlchemy reads these as URL syntax in a SQLite path (query, fragment, percent escapes).
+_URL_SIGNIFICANT = set("?#%")
+ENCODER_POOL = "encoders"
+ENCODER_POOL_LIMIT = 1
+_INSTANCE_YAML = """\
+# Written by embedpyramid: the run history of `embedpyramid run` for this data folder.
+# Show it in the UI with:  DAGSTER_HOME={home} dagster dev -w workspace.yaml
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+telemetry:
+  enabled: false
+"""
+
+
+class DataFolderBusy(RuntimeError):
+    """Another process holds the data folder's lock; the message names its PID and command."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The config folder and data folder an instance follows."""
+
+    configs: str
+    data: str
+
+
+def instance_home(data_root: StorePath) -> Path:
+    """The instance folder for a data folder: ``$DAGSTER_HOME`` or ``<data>/dagster_home``."""
+    if os.environ.get("DAGSTER_HOME"):
+        return Path(os.environ["DAGSTER_HOME"]).expanduser().resolve()
+    if not is_local(data_root):
+        raise ConfigError(
+            f"the data folder {data_root} is not on a local disk: set DAGSTER_HOME to a local folder "
+            "(or point dagster.yaml at Postgres) for the run history"
+        )
+    return data_root / "dagster_home"
+
+
+def open_instance(data_root: StorePath) -> dg.DagsterInstance:
+    """The persistent instance of a data folder (see the module docstring).
+
+    Opening is serialized between processes: the first open creates the SQLite schema, and two
+    processes creating it at once leave it unusable ("more than one head present")."""
+    home = instance_home(data_root)
+    home.mkdir(parents=True, exist_ok=True)
+    handle = os.open(home / OPEN_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        config = home / "dagster.yaml"
+        if not config.is_file():
+            config.write_text(_INSTANCE_YAML.format(home=home), encoding="utf-8")
+        return dg.DagsterInstance.from_config(str(_sqlite_safe(home)))
+    finally:
+        os.close(handle)
+
+
+def _sqlite_safe(home: Path) -> Path:
+    if not _URL_SIGNIFICANT & set(str(home)):
+        return home
+    links = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embedpyramid" / "homes"
+    links.mkdir(parents=True, exist_ok=True)
+    link = links / hashlib.sha256(str(home).encode("utf-8")).hexdigest()[:16]
+    if not link.is_symlink() or link.resolve() != home:
+        link.unlink(missing_ok=True)
+        link.symlink_to(home, target_is_directory=True)
+    return link
+
+
+def read_binding(home: str | Path | None) -> Binding | None:
+    """The binding recorded in an instance folder, if any."""
+    if home is None:
+        return None
+    path = Path(home) / BINDING_FILE
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    return Binding(recorded["configs"], recorded["data"])
+
+
+def bind(instance: dg.DagsterInstance, configs: Path, data_root: StorePath) -> None:
+    """Record the folders this instance follows (the last CLI command's)."""
+    path = Path(instance.root_directory) / BINDING_FILE
+    binding = {"configs": str(configs), "data": str(data_root)}
+    if not path.is_file() or json.loads(path.read_text(encoding="utf-8")) != binding:
+        path.write_text(json.dumps(binding, indent=2) + "\n", encoding="utf-8")
+
+
+def bound_to(instance: dg.DagsterInstance, configs: Path) -> bool:
+    """Whether ``configs`` is the config folder the instance follows (or it follows none yet)."""
+    binding = read_binding(instance.root_directory)
+    return binding is None or Path(binding.configs) == configs
+
+
+def run_tags(configs: Path, command: Sequence[str]) -> dict[str, str]:
+    """Tags of every run the CLI launches: the subcommand, the command line, the config folder,
+    and the process (for :func:`fail_abandoned_runs`)."""
+    return {
+        "embedpyramid/cli": command[0] if command else "run",
+        "embedpyramid/command": shlex.join(["embedpyramid", *command])[:1000],
+        "embedpyramid/configs": str(configs),
+        PID_TAG: str(os.getpid()),
+        HOST_TAG: socket.gethostname(),
+    }
+
+
+def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed the CLI runs of this host still shown as in progress whose process is gone;
+    return their run ids."""
+    records = instance.get_run_records(dg.RunsFilter(
+        statuses=[dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED],
+        tags={HOST_TAG: socket.gethostname()},
+    ))
+    failed = []
+    for record in records:
+        run = record.dagster_run
+        pid = int(run.tags.get(PID_TAG, "0"))
+        if pid == os.getpid() or _alive_since(pid, record.create_timestamp.timestamp()):
+            continue
+        instance.report_run_failed(run, f"the process that ran this (PID {pid}) is gone (killed or crashed); "
+                                        "marked failed by the next embedpyramid command")
+        failed.append(run.run_id)
+    return failed
+
+
+def _alive_since(pid: int, started: float) -> bool:
+    """Whether process ``pid`` exists and already existed at ``started`` (not a recycled PID)."""
+    try:
+        return psutil.Process(pid).create_time() <= started + 1
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+
+
+class DataFolderLock:
+    """An exclusive lock on a data folder for the duration of one command (see the module docstring).
+
+    The lock file lives in a local data folder; for a remote one, in the instance folder (it then
+    guards against commands sharing that instance only).
+    """
+
+    def __init__(self, data_root: StorePath, instance: dg.DagsterInstance, *, wait: bool = True,
+                 notify: Callable[[str], None] = print, poll_seconds: float = 1.0):
+        if is_local(data_root):
+            self.path = data_root / LOCK_FILE
+        else:
+            self.path = Path(instance.root_directory) / f"{LOCK_FILE}.{hashlib.sha256(str(data_root).encode()).hexdigest()[:16]}"
+        self.data_root, self.wait, self.notify, self.poll_seconds = data_root, wait, notify, poll_seconds
+        self._handle: int | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        told = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = self._holder()
+                if not self.wait:
+                    os.close(handle)
+                    raise DataFolderBusy(f"{self.data_root} is in use by {holder}; wait for it to finish "
+                                         "(or run without --no-wait to queue behind it)") from None
+                if not told:
+                    self.notify(f"waiting for {holder} to release {self.data_root}")
+                    told = True
+                time.sleep(self.poll_seconds)
+        os.ftruncate(handle, 0)
+        os.write(handle, json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv)}).encode("utf-8"))
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            os.close(self._handle)
+            self._handle = None
+
+    def _holder(self) -> str:
+        try:
+            recorded = json.loads(self.path.read_text(encoding="utf-8"))
+            return f"PID {recorded['pid']} ({recorded['command']})"
+        except (OSError, ValueError, KeyError):
+            return "another process"
+
+
+def ensure_encoder_pool(instance: dg.DagsterInstance, limit: int = ENCODER_POOL_LIMIT) -> list[str]:
+    """Give the ``encoders`` pool ``limit`` slots unless the instance already has a limit for it
+    (``dagster instance concurrency set encoders N`` keeps its own), and free the slots of runs
+    that can no longer use them; returns those runs' ids.
+
+    A run killed mid-encode stays STARTED in the instance with its slot claimed, and every later
+    encode would wait for it forever. A claim is stale when its run has finished, or when the
+    process that executed it in-process (the pid Dagster records when a run starts its steps)
+    is gone from this machine; runs without such a record (launched elsewhere) are left alone.
+    """
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return []
+    if ENCODER_POOL not in storage.get_concurrency_keys():
+        storage.set_concurrency_slots(ENCODER_POOL, limit)
+    info = storage.get_concurrency_info(ENCODER_POOL)
+    holders = {slot.run_id for slot in info.claimed_slots} | {step.run_id for step in info.pending_steps}
+    stale = [run_id for run_id in sorted(holders) if _cannot_hold_a_slot(instance, run_id)]
+    for run_id in stale:
+        storage.free_concurrency_slots_for_run(run_id)
+    return stale
+
+
+def _cannot_hold_a_slot(instance: dg.DagsterInstance, run_id: str) -> bool:
+    run = instance.get_run_by_id(run_id)
+    if run is None or run.is_finished:
+        return True
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        data = record.dagster_event.engine_event_data if record.dagster_event else None
+        pid = data.metadata.get("pid") if data is not None else None
+        if pid is not None and str(pid.value).isdigit():
+            return not psutil.pid_exists(int(pid.value))
+    return False

@@ -1,0 +1,135 @@
+"""One notion of stale: what the UI shows, what the automation requests and what the CLI runs
+are the same partitions — for config edits, code versions, re-frozen data and removed cards."""
+
+import datetime
+import json
+
+import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
+from graph_helpers import beir_folder, plan_and_automation, quick_protocol, requested_by_automation, toy
+
+from assets.retrieval import exact_topk
+from embedpyramid.config import load_config
+from pipelines import graph
+from pipelines.automation import nightly_refresh
+from pipelines.definitions import _location_folders
+from pipelines.freshness import MODEL_CARD, config_observations
+from pipelines.graph import build_definitions
+from pipelines.instance import bind
+from pipelines.partitions import MODELS, model_dataset_key
+from pipelines.runner import open_session, pending_states, project_status, run_pipeline
+
+
+def test_identical_data_refrozen_nightly_requests_nothing_and_changed_data_only_its_partitions(
+        write_configs, tiny, tmp_path):
+    beir = beir_folder(tmp_path / "beir")
+    datasets = {**tiny, "other": {"loader": "beir", "path": str(beir)}}
+    folder = write_configs(models={"ngrams": toy()}, datasets=datasets, protocol=quick_protocol())
+    (tmp_path / "home").mkdir()
+    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    assert run_pipeline(folder, data, instance=instance).failures == []
+    defs = build_definitions(folder, data)
+    _, cursor = requested_by_automation(defs, instance)
+
+    # The 02:00 schedule re-freezes every dataset: same content, same data version, nothing moves.
+    context = dg.build_schedule_context(instance=instance,
+                                        scheduled_execution_time=datetime.datetime(2026, 11, 30, 2, 0))
+    requests = list(nightly_refresh(context))
+    assert sorted(request.partition_key for request in requests) == ["other", "tiny"]
+    for request in requests:
+        assert defs.resolve_job_def("refresh_datasets").execute_in_process(
+            partition_key=request.partition_key, instance=instance).success
+    requested, cursor = requested_by_automation(defs, instance, cursor)
+    assert requested == set()
+    assert plan_and_automation(folder, data, instance)[:2] == (set(), set())
+
+    # New data in one dataset: its source version changes, it is re-frozen, then only its own
+    # partitions (and the summaries) are evaluated again.
+    with (beir / "corpus.jsonl").open("a") as handle:
+        handle.write(json.dumps({"_id": "d99", "text": "Seals bark too."}) + "\n")
+    planned, requested, changes = plan_and_automation(folder, data, instance)
+    assert changes == ["config/dataset_source [other]"]
+    assert requested == planned == {("frozen_dataset", "other")}
+    report = run_pipeline(folder, data, instance=instance)
+    key = load_config(folder).models["ngrams"].key
+    assert report.frozen == ["other"] and report.materialized == [(key, "other")]
+    assert report.skipped == [(key, "tiny")] and report.summary_built
+
+
+def test_a_new_code_version_makes_exactly_that_asset_stale_everywhere(write_configs, tiny, tmp_path,
+                                                                       monkeypatch):
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=tiny,
+                           protocol=quick_protocol())
+    instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
+    assert run_pipeline(folder, data, instance=instance).failures == []
+    bumped = exact_topk.map_asset_specs(lambda spec: spec.replace_attributes(code_version="2"))
+    monkeypatch.setattr(graph, "ASSETS", [bumped if asset is exact_topk else asset for asset in graph.ASSETS])
+    planned, requested, _ = plan_and_automation(folder, data, instance)
+    partitions = {str(model_dataset_key(name, "tiny")) for name in ("ngrams", "ngrams-24")}
+    assert requested == planned == {("exact_topk", partition) for partition in partitions}
+    session = open_session(folder, data, instance, log=lambda _line: None, verbose=False)
+    states = pending_states(session, list(session.config.models.values()), ["tiny"])
+    assert {(state.asset, state.causes) for state in states} == {("exact_topk", ("has a new code version",))}
+    # The search is deterministic: the new run has the same content, so nothing downstream moves.
+    report = run_pipeline(folder, data, instance=instance)
+    assert sorted(asset for _, _, asset in report.assets) == ["exact_topk", "exact_topk"]
+
+
+def test_an_edited_card_is_stale_with_its_cause_and_a_removed_card_leaves_its_folder(
+        write_configs, tiny, tmp_path):
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=tiny,
+                           protocol=quick_protocol())
+    instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
+    assert run_pipeline(folder, data, instance=instance).failures == []
+    old_key = load_config(folder).models["ngrams-24"].key
+    edited = write_configs(models={"ngrams": toy(), "ngrams-24": toy(20)}, datasets=tiny,
+                           protocol=quick_protocol())
+    rows = {(row.model, row.level): row for row in project_status(edited, data, instance=instance)}
+    new_key = load_config(edited).models["ngrams-24"].key
+    assert rows[(new_key, "embeddings")].state == "stale"
+    assert rows[(new_key, "embeddings")].why == (
+        "document_embeddings: config/model_card [ngrams-24] has a new data version; "
+        "query_embeddings: config/model_card [ngrams-24] has a new data version")
+    assert {row.state for (model, _), row in rows.items() if model == load_config(folder).models["ngrams"].key} == {"fresh"}
+    assert old_key != new_key and sorted(instance.get_dynamic_partitions(MODELS)) == ["ngrams", "ngrams-24"]
+
+    # The instance follows the CLI's folder: one without the card deletes its partition, says so,
+    # and keeps its history and artefacts.
+    removed = write_configs("removed", models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol())
+    lines: list[str] = []
+    assert run_pipeline(removed, data, instance=instance, log=lines.append).failures == []
+    assert f"partitions deleted, no longer in {removed} (their history stays): models: ngrams-24" in lines
+    assert instance.get_dynamic_partitions(MODELS) == ["ngrams"]
+    assert instance.fetch_materializations(dg.AssetRecordsFilter(
+        dg.AssetKey("retrieval_metrics"), asset_partitions=[str(model_dataset_key("ngrams-24", "tiny"))]),
+        limit=1).records
+    assert (data / "metrics" / "tiny" / old_key / "exact.parquet").is_file()
+
+
+def test_dagster_dev_with_only_dagster_home_follows_the_cli(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    instance = dg.DagsterInstance.from_config(str(home))
+    bind(instance, tmp_path / "my-configs", tmp_path / "my-data")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.delenv("EMBEDPYRAMID_CONFIGS", raising=False)
+    monkeypatch.delenv("EMBEDPYRAMID_DATA", raising=False)
+    assert _location_folders() == (str(tmp_path / "my-configs"), str(tmp_path / "my-data"))
+    monkeypatch.setenv("EMBEDPYRAMID_CONFIGS", str(tmp_path / "other"))
+    assert _location_folders()[0] == str(tmp_path / "other")
+
+
+def test_observing_the_config_sources_in_dagster_gives_the_cli_versions(write_configs, tiny, tmp_path):
+    """The UI's "Observe sources" (the facets' own observe functions) and the CLI's report agree."""
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=tiny)
+    instance = dg.DagsterInstance.ephemeral()
+    session = open_session(folder, tmp_path / "data", instance, log=lambda _line: None, verbose=False)
+    graph = session.defs.resolve_asset_graph()
+    facets = sorted(key for key in graph.get_all_asset_keys() if graph.get(key).is_observable)
+    jobs = [dg.define_asset_job(f"observe_{index}", selection=[key]) for index, key in enumerate(facets)]
+    observing = dg.Definitions.merge(session.defs, dg.Definitions(jobs=jobs))
+    for job in jobs:
+        assert observing.resolve_job_def(job.name).execute_in_process(instance=instance).success
+    assert config_observations(instance, session.config) == []
+    record = instance.get_latest_data_version_record(MODEL_CARD.key, True, "ngrams-24")
+    assert record.event_log_entry.tags[DATA_VERSION_TAG] == session.config.models["ngrams-24"].card_hash

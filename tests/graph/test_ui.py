@@ -1,0 +1,170 @@
+"""The Dagster UI, checked in a real browser: ``dagster dev`` on the CLI's instance shows the
+pyramid's groups, the model partitions, the CLI's tagged runs, and a config edit as stale on the
+right asset and partition, with its cause — through the page and through GraphQL."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from graph_helpers import quick_protocol, small_ann, toy
+
+from pipelines.runner import project_status, run_pipeline
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+GROUPS = ["config", "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "summary"]
+LOCATION = "pipelines.definitions:defs"
+
+playwright = pytest.importorskip("playwright.sync_api", reason="Python playwright is not installed")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (Debian: apt-get install -y chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class DagsterDev:
+    """``dagster dev`` in its own process group, stopped by that group's id."""
+
+    def __init__(self, home: Path, log: Path):
+        self.port = free_port()
+        env = {key: value for key, value in os.environ.items() if not key.startswith("EMBEDPYRAMID_")}
+        env.update(DAGSTER_HOME=str(home), PYTHONPATH=str(REPO / "tests" / "fixtures"))
+        self.log = log.open("w")
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
+             "-p", str(self.port)], cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def graphql(self, query: str, variables: dict | None = None) -> dict:
+        request = urllib.request.Request(self.url + "/graphql", headers={"Content-Type": "application/json"},
+                                         data=json.dumps({"query": query, "variables": variables or {}}).encode())
+        with urllib.request.urlopen(request, timeout=120) as response:
+            answer = json.loads(response.read())
+        assert "errors" not in answer, answer
+        return answer["data"]
+
+    def wait_until_up(self, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, "dagster dev exited"
+            try:
+                locations = self.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name "
+                                         "locationOrLoadError { __typename } } } } }")
+                entries = locations["workspaceOrError"]["locationEntries"]
+                if entries and entries[0]["locationOrLoadError"] and \
+                        entries[0]["locationOrLoadError"]["__typename"] == "RepositoryLocation":
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(2)
+        pytest.fail("dagster dev did not come up")
+
+    def stop_sensor(self, name: str) -> None:
+        selector = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "sensorName": name}
+        sensor = self.graphql("query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { "
+                              "sensorState { id } } } }", {"s": selector})["sensorOrError"]
+        stopped = self.graphql("mutation($id: String) { stopSensor(id: $id) { ... on StopSensorMutationResult { "
+                               "instigationState { status } } } }", {"id": sensor["sensorState"]["id"]})
+        assert stopped["stopSensor"]["instigationState"]["status"] == "STOPPED"
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        try:  # children that outlived the parent
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.log.close()
+
+
+def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs, small_chatterbot, tmp_path,
+                                                                     monkeypatch):
+    home, data = tmp_path / "home", tmp_path / "data"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    protocol = quick_protocol(baseline="ngrams-48")
+    folder = write_configs(models={"ngrams-48": toy(48), "ngrams-32": toy(32)}, datasets=small_chatterbot,
+                           protocol=protocol, ann=small_ann(flat={"factory": "Flat"}))
+    assert run_pipeline(folder, data, command=["run", "--configs", str(folder)]).failures == []
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    server = DagsterDev(home, tmp_path / "dagster-dev.log")
+    try:
+        server.wait_until_up()
+        # The UI follows the CLI's config; keep the daemon from re-materializing what we look at.
+        server.stop_sensor("evaluation_automation")
+        runs = server.graphql('{ runsOrError(filter: {tags: [{key: "embedpyramid/cli", value: "run"}]}) { '
+                              "... on Runs { results { jobName tags { key value } } } } }")["runsOrError"]["results"]
+        assert {run["jobName"] for run in runs} == {"refresh_datasets", "evaluate", "summary"}
+        assert all({"key": "embedpyramid/configs", "value": str(folder)} in run["tags"] for run in runs)
+
+        protocol["comparison"]["seed"] = 7
+        (folder / "protocol.yaml").write_text(yaml.safe_dump(protocol, sort_keys=False))
+        rows = {(row.model, row.level): row for row in project_status(folder, data)}
+        assert all(row.state == "stale" for (model, level), row in rows.items() if level == "l1_geometry")
+        assert all(row.state == "fresh" for (model, level), row in rows.items() if level == "l2_retrieval")
+
+        partitions = ["chatterbot-small|ngrams-32", "chatterbot-small|ngrams-48"]
+        nodes = server.graphql(
+            "query($p: [String!]) { assetNodes(assetKeys: [{path: [\"norm_geometry\"]}, {path: [\"retrieval_metrics\"]}]) "
+            "{ assetKey { path } staleStatusByPartition(partitions: $p) staleCausesByPartition(partitions: $p) "
+            "{ key { path } partitionKey reason } } "
+            "summary: assetNodes(assetKeys: [{path: [\"comparisons\"]}]) { staleStatus staleCauses { key { path } } } }",
+            {"p": partitions})
+        by_asset = {node["assetKey"]["path"][0]: node for node in nodes["assetNodes"]}
+        assert by_asset["norm_geometry"]["staleStatusByPartition"] == ["STALE", "STALE"]
+        assert all(cause["key"]["path"] == ["config", "resampling"] and cause["reason"] == "has a new data version"
+                   for causes in by_asset["norm_geometry"]["staleCausesByPartition"] for cause in causes)
+        assert by_asset["retrieval_metrics"]["staleStatusByPartition"] == ["FRESH", "FRESH"]
+        assert nodes["summary"][0]["staleStatus"] == "STALE"
+        assert nodes["summary"][0]["staleCauses"][0]["key"]["path"] == ["config", "comparison"]
+
+        with playwright.sync_playwright() as driver:
+            browser = driver.chromium.launch(executable_path=CHROMIUM, args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync"])
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+
+            def visit(path: str, expected: list[str], shot: str) -> str:
+                page.goto(server.url + path)
+                for text in expected:
+                    page.get_by_text(text, exact=True).first.wait_for(timeout=180_000)
+                skip = page.get_by_role("button", name="Skip")
+                if skip.count():
+                    skip.first.click()
+                page.screenshot(path=str(shots / f"{shot}.png"))
+                return page.inner_text("body")
+
+            lineage = visit("/asset-groups", GROUPS, "lineage")
+            assert all(group in lineage for group in GROUPS)
+            partitions_page = visit("/assets/retrieval_metrics?view=partitions", ["ngrams-48", "ngrams-32"],
+                                    "model-partitions")
+            assert "chatterbot-small" in partitions_page and "Missing (0)" in partitions_page
+            detail = visit("/assets/norm_geometry?view=partitions&partition=chatterbot-small%7Cngrams-48",
+                           ["Unsynced (1)"], "stale-partition")
+            assert "chatterbot-small|ngrams-48" in detail
+            summary = visit("/assets/comparisons", ["Unsynced (1)"], "stale-summary")
+            assert "comparisons" in summary
+            browser.close()
+    finally:
+        server.stop()
+    assert sorted(p.name for p in shots.iterdir()) == [
+        "lineage.png", "model-partitions.png", "stale-partition.png", "stale-summary.png"]
