@@ -48,7 +48,7 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402, F401  (imported first, so the thread limit below applies to exact_topk's torch too)
 from faiss.contrib.evaluation import knn_intersection_measure  # noqa: E402
 
-from embedpyramid.encode import thread_limit as blas_thread_limit  # noqa: E402
+from embedpyramid.encode import thread_limit  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk  # noqa: E402
 from embedpyramid.serving import (  # noqa: E402
     BuiltIndex,
@@ -57,12 +57,12 @@ from embedpyramid.serving import (  # noqa: E402
     SweepPoint,
     ann_recall_at_k,
     build_index,
+    faiss_thread_limit,
     frontier,
     load_ann_config,
     qps_at_recall,
     resolve_metric,
     search_sweep,
-    thread_limit,
 )
 from embedpyramid.serving.index import indexed_vectors  # noqa: E402
 from embedpyramid.serving.vectors import binarize  # noqa: E402
@@ -158,7 +158,7 @@ def measure_spec(spec: IndexSpec, documents: np.ndarray, queries: np.ndarray, ex
             if bare is None:
                 return
             index, inputs, depth = bare
-            with thread_limit(args.threads):
+            with faiss_thread_limit(args.threads):
                 index.search(inputs[:batch_size], depth)
                 for _ in range(args.repeats):
                     seconds, bare_indices = timed(partial(bare_batches, index, inputs, depth, batch_size))
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
     flat_ip = faiss.IndexFlatIP(args.dim)
     flat_ip.add(documents)
-    with thread_limit(args.threads), blas_thread_limit(args.threads):
+    with faiss_thread_limit(args.threads), thread_limit(args.threads):
         torch_seconds, (_, exact_indices) = best_seconds(lambda: exact_topk(queries, documents, k), args.repeats)
         flat_seconds, _ = best_seconds(lambda: flat_ip.search(queries, k), args.repeats)
     exact_ratio = flat_seconds / torch_seconds

@@ -8,6 +8,7 @@ families other than retrieval) is frozen the same way from its ``texts`` and ``p
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,11 +153,11 @@ def open_frozen(directory: Path) -> FrozenDataset:
     return FrozenDataset(directory, read_json(manifest_path))
 
 
-def verify_frozen(frozen: FrozenDataset) -> list[str]:
-    """Integrity problems of a frozen dataset on disk (empty when sound)."""
-    problems = []
-    tables = {}
-    for table in TABLES:
+def _read_checked_tables(frozen: FrozenDataset, names: Iterable[str]) -> tuple[list[str], dict[str, pa.Table]]:
+    """The tables that are present, and a problem for each one missing or not matching the
+    sha256 its manifest records."""
+    problems, tables = [], {}
+    for table in names:
         path = frozen.path(table)
         if not path.is_file():
             problems.append(f"{path} is missing")
@@ -164,6 +165,12 @@ def verify_frozen(frozen: FrozenDataset) -> list[str]:
         tables[table] = read_table(path)
         if sha256_table(tables[table]) != frozen.table_sha(table):
             problems.append(f"{path} does not match the sha256 in its manifest; re-freeze the dataset")
+    return problems, tables
+
+
+def verify_frozen(frozen: FrozenDataset) -> list[str]:
+    """Integrity problems of a frozen dataset on disk (empty when sound)."""
+    problems, tables = _read_checked_tables(frozen, TABLES)
     if len(tables) == len(TABLES):
         doc_ids = set(tables["corpus"]["doc_id"].to_pylist())
         query_ids = set(tables["queries"]["query_id"].to_pylist())
@@ -269,15 +276,7 @@ def task_encoding_inputs(frozen: FrozenDataset) -> EncodingInputs:
 
 def verify_task_frozen(frozen: FrozenDataset) -> list[str]:
     """Integrity problems of a frozen task dataset on disk (empty when sound)."""
-    problems, tables = [], {}
-    for table in frozen.manifest["tables"]:
-        path = frozen.path(table)
-        if not path.is_file():
-            problems.append(f"{path} is missing")
-            continue
-        tables[table] = read_table(path)
-        if sha256_table(tables[table]) != frozen.table_sha(table):
-            problems.append(f"{path} does not match the sha256 in its manifest; re-freeze the dataset")
+    problems, tables = _read_checked_tables(frozen, frozen.manifest["tables"])
     if "texts" in tables and "pairs" in tables:
         known = set(tables["texts"].column("text_id").to_pylist())
         for side in ("text_id_1", "text_id_2"):

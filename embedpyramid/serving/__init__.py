@@ -13,7 +13,14 @@ card → per seed of :func:`build_seeds`: :func:`build_index` → :func:`save_in
 
 from embedpyramid.serving.evaluate import SpecEvaluation, ann_recall_name, evaluate_spec
 from embedpyramid.serving.frontier import frontier, frontier_svg, qps_at_recall
-from embedpyramid.serving.index import BuiltIndex, build_index, index_complete, load_index, save_index, thread_limit
+from embedpyramid.serving.index import (
+    BuiltIndex,
+    build_index,
+    faiss_thread_limit,
+    index_complete,
+    load_index,
+    save_index,
+)
 from embedpyramid.serving.recall import ann_recall_at_k
 from embedpyramid.serving.specs import (
     AnnConfig,
@@ -56,6 +63,6 @@ __all__ = [
     "save_index",
     "search_sweep",
     "symmetric_int8_index",
-    "thread_limit",
+    "faiss_thread_limit",
     "truncate_and_normalize",
 ]

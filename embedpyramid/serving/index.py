@@ -81,7 +81,7 @@ class BuiltIndex:
 
 
 @contextmanager
-def thread_limit(threads: int) -> Iterator[None]:
+def faiss_thread_limit(threads: int) -> Iterator[None]:
     """Run FAISS (OpenMP) on ``threads`` threads; restore the previous count after."""
     previous = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(threads)
@@ -181,7 +181,7 @@ def build_index(spec: IndexSpec, doc_vectors: np.ndarray, *, seed: int, threads:
     if len(vectors) == 0:
         raise ValueError(f"{spec.describe()}: cannot build an index over zero vectors")
     factory = resolve_factory(spec, len(vectors))
-    with thread_limit(threads), PeakRss() as rss:
+    with faiss_thread_limit(threads), PeakRss() as rss:
         start = time.perf_counter()
         index, findings = _build(spec, factory, vectors, seed)
         seconds = time.perf_counter() - start

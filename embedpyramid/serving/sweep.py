@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from embedpyramid.retrieval.search import order_rows, run_table
-from embedpyramid.serving.index import BuiltIndex, indexed_vectors, thread_limit
+from embedpyramid.serving.index import BuiltIndex, faiss_thread_limit, indexed_vectors
 from embedpyramid.serving.specs import IndexSpec
 from embedpyramid.serving.vectors import binarize, pair_scores
 
@@ -155,7 +155,7 @@ def search_sweep(
         raise ValueError("no queries to search")
     sample = np.sort(np.random.default_rng(seed).choice(len(vectors), min(latency_queries, len(vectors)), replace=False))
     points = []
-    with thread_limit(threads):
+    with faiss_thread_limit(threads):
         for value, prepare in _prepared_searches(built, k, documents):
             points.append(_measure(
                 built.spec, value, prepare(), vectors,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from embedpyramid.serving import build_index, index_complete, index_file_name, load_index, save_index
-from embedpyramid.serving.index import INDEX_FILE, manifest_path, serialize_index, thread_limit
+from embedpyramid.serving.index import INDEX_FILE, faiss_thread_limit, manifest_path, serialize_index
 
 
 def ivf_centroids(built) -> np.ndarray:
@@ -60,7 +60,7 @@ def test_build_errors_name_the_spec(clustered, make_spec):
 
 def test_thread_limit_restores_the_previous_counts():
     before = faiss.omp_get_max_threads()
-    with thread_limit(1):
+    with faiss_thread_limit(1):
         assert faiss.omp_get_max_threads() == 1
     assert faiss.omp_get_max_threads() == before
 
