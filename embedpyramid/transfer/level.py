@@ -285,7 +285,7 @@ def pair_verdict(pair: Mapping[str, Any]) -> str:
              "the public winner also wins on your data, but the order below it changes" if same else
              "the public ranking does not hold: a different model wins on your data")
     winner = (f"public winner {', '.join(pair['public_winner'])}, own winner {', '.join(pair['own_winner'])} "
-              f"(same winner in {pair['p_same_winner']:.0%} of resamples)")
+              f"(same winner in {pair['p_same_winner']:.1%} of resamples)")
     if pair["informative"] and pair["kendall_tau_b"] is not None:
         ci_level = f"{pair['confidence']:.0%}"
         correlation = (f"Kendall τ_b {pair['kendall_tau_b']:+.2f}{_ci(pair['tau_b_ci_low'], pair['tau_b_ci_high'])}, "
