@@ -4,11 +4,12 @@
 import dagster as dg
 
 from assets.metadata import headline_metrics, table_metadata
+from assets.transfer import reproduction_check_result, reproduction_check_spec
 from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
 from embedpyramid.reports.results import sort_metrics
 from embedpyramid.store import write_parquet
-from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, SEARCH, facet_deps
+from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, REFERENCES, SEARCH, facet_deps
 from pipelines.partitions import model_dataset_partitions
 from resources import ProjectResource
 
@@ -58,18 +59,21 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
 
 @dg.asset(
     partitions_def=model_dataset_partitions,
-    deps=["exact_topk", "frozen_dataset", *facet_deps(MEASURES, CONVENTIONS)],
+    deps=["exact_topk", "frozen_dataset", *facet_deps(MEASURES, CONVENTIONS, REFERENCES)],
     group_name="l2_retrieval",
-    code_version="2",
+    code_version="3",
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
+    check_specs=[reproduction_check_spec],
 )
 def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Per-query Recall, Hit, MRR, MAP, nDCG, P at every k and R-precision, conventions recorded.
 
     The headline numbers (the report metric and the measures at its cutoff) are numeric metadata,
-    so the Plots tab charts them across materializations."""
+    so the Plots tab charts them across materializations. The L3 check
+    ``reproduces_published_scores`` compares them with the card's published scores (warns)."""
     from embedpyramid.retrieval.level import score_run, write_scored_run
+    from embedpyramid.transfer.level import partition_reproduction
 
     part = project.partition(context)
     config, store, model, dataset = part.config, part.store, part.model, part.dataset
@@ -92,4 +96,7 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
             "path": dg.MetadataValue.path(str(path)),
         },
         data_version=dg.DataVersion(sha256_table(scored.per_query.to_arrow())),
+        check_results=[reproduction_check_result(partition_reproduction(
+            config, dataset, model, scored.per_query, conventions=manifest["conventions"], frozen=part.frozen,
+            system=EXACT))],
     )

@@ -48,15 +48,16 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 
 
 @dg.asset(
-    deps=["retrieval_metrics", "comparisons", "efficiency", *facet_deps(COMPARISON)],
+    deps=["retrieval_metrics", "comparisons", "efficiency", "benchmark_transfer", *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="3",
+    code_version="4",
     kinds={"duckdb"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
 def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """``<data>/results.duckdb``: per-query metrics, runs, qrels, the leaderboard and the
-    comparisons of every card in ``models.yaml`` on every dataset that has been evaluated."""
+    comparisons of every card in ``models.yaml`` on every dataset that has been evaluated, and
+    the L3 transfer, reproduction and published-score tables."""
     from embedpyramid.reports.summary import evaluated_partitions, results_tables
 
     store = project.store
@@ -83,9 +84,9 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
 
     @dg.asset(
         deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
-              *(["serving_frontier"] if with_serving else []), *facet_deps(COMPARISON)],
+              *(["serving_frontier"] if with_serving else []), "benchmark_transfer", *facet_deps(COMPARISON)],
         group_name="summary",
-        code_version="4",
+        code_version="5",
         kinds={"html"},
         automation_condition=SUMMARIZE_WHEN_STALE,
     )
@@ -93,7 +94,8 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         """``<data>/report/report.{md,html}``: the verdict, the leaderboard with the random floor,
         the HSD groups, the comparisons, a forest plot of slice deltas coloured by the adjusted
         decision, the per-query delta distributions, the worst regressions, the L1 geometry and
-        normalization price, the L4 recall/QPS frontier of every model and the environment."""
+        normalization price, the L4 recall/QPS frontier of every model, the L3 reproduction and
+        transfer sections and the environment."""
         from embedpyramid.reports.summary import build_report, read_comparison_tables
 
         config, store = project.config, project.store

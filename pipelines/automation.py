@@ -28,7 +28,7 @@ from resources import ProjectResource
 
 CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
 CONFIG_CHECK = "loads"
-SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report"]
+SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "benchmark_transfer"]
 # Carried by every run the automation launches, for queue limits (docs/dagster.yaml).
 AUTOMATION_TAG = "embedpyramid/automation"
 

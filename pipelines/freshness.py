@@ -42,7 +42,8 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG, CachingStal
 from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._time import get_current_datetime
 
-from embedpyramid.config import ProjectConfig
+from embedpyramid.config import ProjectConfig, has_data
+from embedpyramid.config.base import resolve_path
 from embedpyramid.data import source_files
 from embedpyramid.hashing import sha256_json
 from pipelines.partitions import ann_asset_name, dataset_partitions, model_partitions
@@ -93,7 +94,7 @@ class Facet:
         if self.partitioned_by == "model":
             return list(config.models)
         if self.partitioned_by == "dataset":
-            return list(config.datasets)
+            return [name for name, spec in config.datasets.items() if has_data(spec)]
         return [None]
 
     def version(self, config: ProjectConfig, partition: str | None) -> tuple[str, Any]:
@@ -102,13 +103,17 @@ class Facet:
         return sha256_json(fragment), fragment
 
 
+L3_FIELDS = ("role", "confirmatory_metric", "reference", "mteb_results")
+"""A dataset entry's transfer settings: the references and transfer facets, not its source."""
+
+
 def _dataset_source(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:
     """A dataset's entry as the loader reads it, and the size and mtime of its source files.
 
     Touching a file without changing it makes the source look new; the re-freeze then yields
     the same content hash, so nothing downstream moves.
     """
-    entry = config.dataset(str(dataset)).model_dump(mode="json", exclude={"drop_self_hits", "group_column"})
+    entry = config.dataset(str(dataset)).model_dump(mode="json", exclude={"drop_self_hits", "group_column", *L3_FIELDS})
     try:
         files = [[str(path), path.stat().st_size, path.stat().st_mtime_ns] for path in source_files(config, str(dataset))]
     except (OSError, ValueError) as error:
@@ -173,7 +178,35 @@ RUN_SETTINGS = Facet(
                           "api": (api.model_dump(mode="json") if (api := config.models[str(name)].card.api) else None)},
     "model",
 )
-STATIC_FACETS = (MODEL_CARD, RUN_SETTINGS, DATASET_SOURCE, SEARCH, MEASURES, CONVENTIONS, RESAMPLING, COMPARISON)
+
+
+def _published_scores(config: ProjectConfig, dataset: str) -> dict[str, Any]:
+    """A dataset's published scores as configured (typed, and the MTEB import with the size and
+    mtime of the result files it reads), its role and the measure it ranks models by."""
+    spec = config.task_datasets.get(dataset) or config.dataset(dataset)
+    fragment = spec.model_dump(mode="json", include=set(L3_FIELDS))
+    if spec.mteb_results is not None:
+        folder = resolve_path(config.directory, spec.mteb_results.path)
+        fragment["files"] = sorted([str(path), path.stat().st_size, path.stat().st_mtime_ns]
+                                   for path in folder.rglob("*.json")) if folder.is_dir() else "missing"
+    return fragment
+
+
+REFERENCES = Facet(
+    "references",
+    "Each dataset's published scores (datasets.yaml reference and mteb_results, with the result files' sizes and "
+    "times): the reproduction check of every (model, dataset) reads them.",
+    _published_scores,
+    "dataset",
+)
+TRANSFER = Facet(
+    "transfer",
+    "Every dataset's role (public or own), confirmatory measure and published scores, task datasets included: "
+    "what the L3 transfer analysis ranks and compares.",
+    lambda config, _: {name: _published_scores(config, name) for name in [*config.datasets, *config.task_datasets]},
+)
+STATIC_FACETS = (MODEL_CARD, RUN_SETTINGS, DATASET_SOURCE, SEARCH, MEASURES, CONVENTIONS, RESAMPLING, COMPARISON,
+                 REFERENCES, TRANSFER)
 
 
 def ann_spec_facet(spec_name: str) -> Facet:

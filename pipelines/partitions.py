@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from embedpyramid.config import ConfigError, ProjectConfig
+from embedpyramid.config import ConfigError, ProjectConfig, has_data
 
 MODELS = "models"
 DATASETS = "datasets"
@@ -61,10 +61,11 @@ def check_ann_asset_names(spec_names: Iterable[str], where: str) -> None:
 def partition_sync(instance: dg.DagsterInstance, config: ProjectConfig) -> dict[str, tuple[list[str], list[str]]]:
     """Per dynamic dimension, the (keys to add, keys to delete) that make it match ``config``.
 
-    A card or dataset that left the config is deleted as a partition; its materialization
-    history and artefacts stay. Callers delete only for the config the instance is bound to.
+    A ``published`` dataset (published scores only, no data on disk) is not a partition. A card
+    or dataset that left the config is deleted as a partition; its materialization history and
+    artefacts stay. Callers delete only for the config the instance is bound to.
     """
-    wanted = {MODELS: list(config.models), DATASETS: list(config.datasets)}
+    wanted = {MODELS: list(config.models), DATASETS: [name for name, spec in config.datasets.items() if has_data(spec)]}
     changes = {}
     for name, keys in wanted.items():
         existing = set(instance.get_dynamic_partitions(name))

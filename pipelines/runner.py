@@ -24,7 +24,7 @@ from typing import Any
 
 import dagster as dg
 
-from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
+from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, has_data, load_config
 from embedpyramid.store import ArtifactStore, StorePath
 from pipelines.automation import SUMMARY_ASSETS, evaluation_job, refresh_datasets_job, summary_job
 from pipelines.freshness import (
@@ -80,12 +80,19 @@ def select_models(config: ProjectConfig, requested: Sequence[str] | None) -> lis
 
 
 def select_datasets(config: ProjectConfig, requested: Sequence[str] | None) -> list[str]:
+    """The requested datasets (all by default) that have data to evaluate: a ``published`` entry
+    has only published scores, which the transfer analysis reads."""
+    with_data = [name for name, spec in config.datasets.items() if has_data(spec)]
     if not requested:
-        return list(config.datasets)
+        return with_data
     unknown = [name for name in requested if name not in config.datasets]
     if unknown:
         raise ConfigError(f"unknown datasets {unknown}; {config.directory / 'datasets.yaml'} defines: "
                           f"{', '.join(config.datasets)}")
+    published = [name for name in requested if name not in with_data]
+    if published:
+        raise ConfigError(f"datasets {published} are published scores only (loader: published), nothing to evaluate; "
+                          f"datasets with data: {', '.join(with_data) or 'none'}")
     return list(dict.fromkeys(requested))
 
 

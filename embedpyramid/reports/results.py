@@ -111,7 +111,7 @@ def build_results_db(
                 [(p.dataset, p.model_key, p.system, json.dumps(p.conventions, sort_keys=True)) for p in partitions],
             )
             for view in ("per_query_metrics", "runs", "qrels", "models", "conventions", *extra):
-                con.execute(f"CREATE VIEW {view} AS SELECT * FROM t_{view}")
+                con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM t_{view}')  # quoted: `references` is an SQL keyword
             con.execute(
                 "CREATE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
                 "count(*) AS n FROM t_per_query_metrics GROUP BY ALL"

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from embedpyramid.config import ProjectConfig, ResolvedModel
+from embedpyramid.config import ProjectConfig, ResolvedModel, has_data
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path, pareto_front
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
@@ -43,6 +43,8 @@ from embedpyramid.stats.compare import (
     tukey_hsd_tables,
 )
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.transfer.level import report_sections as transfer_sections
+from embedpyramid.transfer.level import transfer_dir, transfer_views
 
 EXACT = "exact"
 FLOOR_SCHEMA: dict[str, pl.DataType] = {"dataset": pl.String(), "metric": pl.String(), "mean": pl.Float64(), "n": pl.Int64()}
@@ -56,9 +58,10 @@ RESULTS_VIEWS = ("comparisons", "regressions", "hsd", "hsd_pairs", "random_floor
 
 
 def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[list[EvaluatedPartition], list[str]]:
-    """The (model, dataset) evaluations of the current cards that exist on disk, and the missing ones."""
+    """The (model, dataset) evaluations of the current cards that exist on disk, and the missing
+    ones (a ``published`` dataset has no data to evaluate)."""
     found, missing = [], []
-    for dataset in config.datasets:
+    for dataset in [name for name, spec in config.datasets.items() if has_data(spec)]:
         for model in config.models.values():
             metrics_path = store.metrics_path(dataset, model.key, EXACT)
             if not metrics_path.is_file():
@@ -103,8 +106,9 @@ def read_comparison_tables(directory: Path) -> ComparisonTables:
 
 
 def results_tables(store: ArtifactStore) -> dict[str, Path]:
-    """The comparison tables that ``results.duckdb`` exposes as views, by view name."""
-    return {name: store.comparisons_dir / f"{name}.parquet" for name in RESULTS_VIEWS}
+    """The comparison tables that ``results.duckdb`` exposes as views, by view name, and the L3
+    tables once the transfer analysis has run."""
+    return {**{name: store.comparisons_dir / f"{name}.parquet" for name in RESULTS_VIEWS}, **transfer_views(store)}
 
 
 def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: list[EvaluatedPartition]) -> ComparisonTables:
@@ -217,6 +221,7 @@ def build_report(
                 sections.append(l1_section(l1, model.key, dataset))
             if (serving_dir(store, dataset, model.key) / "frontier.parquet").is_file():
                 sections.append(l4_section(store, dataset, model.key))
+    sections.extend(transfer_sections(transfer_dir(store)))
     cards = [{"model": m.key, "card": m.hashed_fields(), "run": m.card.run.model_dump()} for m in config.models.values()]
     return write_report(store.report_dir, ComparisonReport(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,

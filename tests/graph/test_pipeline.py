@@ -45,7 +45,7 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "query_embeddings": ["config/model_card", "frozen_dataset"],
         "document_embeddings": ["config/model_card", "frozen_dataset"],
         "exact_topk": ["config/search", "document_embeddings", "query_embeddings"],
-        "retrieval_metrics": ["config/conventions", "config/measures", "exact_topk", "frozen_dataset"],
+        "retrieval_metrics": ["config/conventions", "config/measures", "config/references", "exact_topk", "frozen_dataset"],
         "raw_query_embeddings": ["config/model_card", "frozen_dataset", "query_embeddings"],
         "raw_document_embeddings": ["config/model_card", "document_embeddings", "frozen_dataset"],
         "norm_geometry": ["config/resampling", "frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
@@ -54,21 +54,24 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "efficiency": ["config/resampling", "config/run_settings", "document_embeddings", "exact_topk",
                        "query_embeddings"],
         "comparisons": ["config/comparison", "retrieval_metrics"],
-        "results_db": ["comparisons", "config/comparison", "efficiency", "retrieval_metrics"],
+        "results_db": ["benchmark_transfer", "comparisons", "config/comparison", "efficiency", "retrieval_metrics"],
+        "benchmark_transfer": ["config/comparison", "config/resampling", "config/transfer", "retrieval_metrics",
+                               "task_sts"],
         **{ann_asset_name(spec): sorted([f"config/{ann_asset_name(spec)}", "config/ann_settings", "config/conventions",
                                          "config/resampling", "document_embeddings", "exact_topk", "frozen_dataset",
                                          "query_embeddings"])
            for spec in SPECS},
         "serving_frontier": sorted(["config/ann_settings", *(ann_asset_name(spec) for spec in SPECS)]),
-        "comparison_report": ["comparisons", "config/comparison", "norm_geometry", "normalization_price", "results_db",
-                              "serving_frontier"],
+        "comparison_report": ["benchmark_transfer", "comparisons", "config/comparison", "norm_geometry",
+                              "normalization_price", "results_db", "serving_frontier"],
     }
     facets = {key.to_user_string() for key in graph.get_all_asset_keys() if graph.get(key).is_observable}
     assert facets == {f"config/{name}" for name in (
         "model_card", "run_settings", "dataset_source", "search", "measures", "conventions", "resampling", "comparison",
-        "ann_settings", *(ann_asset_name(spec) for spec in SPECS))}
+        "references", "transfer", "ann_settings", *(ann_asset_name(spec) for spec in SPECS))}
     assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {
-        CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary"}
+        CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary", "l3_transfer",
+        "default"}  # default: task_sts, an external asset until the L2 task families are wired
     assert {s.name for s in repository.sensor_defs} == {"config_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
     for key in graph.get_all_asset_keys():

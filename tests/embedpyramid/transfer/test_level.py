@@ -1,18 +1,35 @@
+import json
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
+from task_vectors import merge, pair_vectors, pairs_frame
 
 from embedpyramid.config import ConfigError, has_data, load_config
-from embedpyramid.data import DataError, load_configured_dataset, load_squad
-from embedpyramid.store import ArtifactStore
-from embedpyramid.transfer import CorrelationScores, dataset_references
+from embedpyramid.data import DataError, freeze_dataset, load_configured_dataset, load_squad
+from embedpyramid.store import ArtifactStore, write_parquet
+from embedpyramid.tasks import tasks_dir, write_task_result
+from embedpyramid.tasks.sts import evaluate_sts
+from embedpyramid.transfer import (
+    CorrelationScores,
+    PublishedScore,
+    ReproductionContext,
+    check_reproduction,
+    dataset_references,
+)
 from embedpyramid.transfer.level import (
     analyse_transfer,
+    check_summary,
+    evaluate_transfer,
     read_transfer,
+    report_sections,
     reproduce_model,
+    sts_scores,
     transfer_dir,
+    transfer_verdicts,
+    transfer_views,
+    write_level,
     write_reproduction,
     write_transfer,
 )
@@ -29,6 +46,8 @@ def test_default_config_marks_the_embedded_data_as_own():
     config = load_config(Path(__file__).resolve().parents[3] / "configs")
     assert {name: spec.role for name, spec in config.datasets.items()} == {"chatterbot-en": "own"}
     assert all(not spec.reference and spec.mteb_results is None for spec in config.datasets.values())
+    # Lee's corpus is the public benchmark the transfer analysis compares chatterbot-en with.
+    assert config.task_dataset("lee-sts").role == "public" and not config.task_dataset("lee-sts").reference
 
 
 @pytest.mark.parametrize(("entry", "message"), [
@@ -149,3 +168,63 @@ def test_reproduce_model_reads_prompts_conventions_and_titles(write_configs, tmp
                            corpus=corpus) == []
     target = write_reproduction([check], tmp_path / "reproduction.parquet")
     assert pl.read_parquet(target)["status"].to_list() == ["fail"]
+
+
+def test_sts_results_on_disk_rank_the_models_and_join_the_transfer(write_configs, two_real_models, tmp_path):
+    """STS task results (as the L2 asset writes them) become Spearman rankings over their items;
+    a dataset without results is left out with the reason; verdicts and report sections follow."""
+    config = load_config(write_configs(models=two_real_models, datasets={
+        "mine": {"loader": "chatterbot", "categories": ["ai"]},
+        "sts": {"loader": "gensim-lee", "role": "public"},
+        "sts-later": {"loader": "gensim-lee", "role": "public"}}))
+    store = ArtifactStore(tmp_path / "data")
+    gold = [1.0, 2.0, 3.0, 4.0]
+    # minilm-l6's cosines follow the gold order exactly; use-m3's reverse two of them.
+    cosines = {"minilm-l6": [0.1, 0.2, 0.3, 0.4], "use-m3": [0.1, 0.3, 0.2, 0.4]}
+    for card, values in cosines.items():
+        key = config.models[card].key
+        result = evaluate_sts(pairs_frame(gold), merge(pair_vectors(values)), dataset="sts", model=key)
+        write_task_result(result, tasks_dir(store, "sts", key))
+    prepared, skipped = sts_scores(config, store)
+    assert skipped == {"sts-later": "no STS results yet (the task_sts asset has not evaluated it)"}
+    scores = prepared["sts"]
+    assert (scores.metric, scores.role, scores.n_items) == ("Spearman", "public", 4)
+    assert dict(zip(scores.models, scores.observed.round(6), strict=True)) == {
+        config.models["minilm-l6"].key: 1.0, config.models["use-m3"].key: 0.8}
+
+    freeze_dataset("mine", load_configured_dataset(config, "mine"), store.dataset_dir("mine"))
+    metrics = {}
+    for card, values in {"minilm-l6": [0.2, 0.4, 0.3], "use-m3": [0.5, 0.6, 0.4]}.items():
+        key = config.models[card].key
+        metrics[("mine", key)] = tmp_path / f"{card}.parquet"
+        table = per_query(config, "mine", {card: values}).to_arrow()
+        write_parquet(table.replace_schema_metadata({"embedpyramid": json.dumps({"conventions": {}})}),
+                      metrics[("mine", key)])
+    level = evaluate_transfer(config, store, metrics)
+    assert level.transfer.settings["skipped_datasets"] == skipped and level.reproduction == []
+    pair = level.transfer.pairs.row(0, named=True)
+    assert (pair["public_dataset"], pair["own_dataset"], pair["n_flips"]) == ("sts", "mine", 1)
+    [verdict] = transfer_verdicts(level.transfer)
+    assert verdict.startswith("sts (public, Spearman) vs mine (own, nDCG@10), 2 models: the public ranking does not "
+                              "hold: a different model wins on your data")
+    assert "pairwise agreement 0%; 1 flipped model pair(s)" in verdict and "not informative" in verdict
+
+    directory = write_level(level, transfer_dir(store))
+    assert set(transfer_views(store)) == {"transfer_rankings", "transfer_pairs", "transfer_flips", "reproduction",
+                                          "references"}
+    reproduction, transfer = report_sections(directory)
+    assert reproduction.title == "Reproduction" and "No dataset in datasets.yaml carries a published score" in reproduction.intro
+    assert transfer.title == "Transfer" and verdict in transfer.intro and "sts-later: no STS results yet" in transfer.intro
+    assert [caption for caption, _ in transfer.tables] == ["Rankings per dataset", "Public × own pairs",
+                                                           "Model pairs on both sides"]
+
+
+def test_check_summary_counts_every_status():
+    assert check_summary([]) == (True, "no published score for this model on this dataset: nothing to reproduce")
+    context = ReproductionContext("", "", None, None, {})
+    score = PublishedScore("d", "m", "nDCG@10", 0.5, 0.01, "a paper", "datasets.yaml")
+    checks = [check_reproduction(score, measured, model_key="m@1", n_items=3, context=context)
+              for measured in (0.505, 0.6, None)]
+    assert [c.status for c in checks] == ["pass", "fail", "not measured"]
+    assert check_summary(checks) == (False, "1 of 3 published scores reproduced, 1 fail, 1 not measured")
+    assert check_summary(checks[:1]) == (True, "1 of 1 published scores reproduced")
