@@ -292,7 +292,7 @@ def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
         answers = read_frame(directory / "judgements.parquet").filter(where)
         agreement = read_frame(directory / "agreement.parquet").filter(where).drop("dataset", "system")
         dropped = read_frame(directory / "dropped.parquet").filter(where).drop("dataset", "system")
-        counts = answers.unique(["model", "query_id"]).group_by("model", maintain_order=True).agg(
+        counts = answers.unique(["model", "query_id"], maintain_order=True).group_by("model", maintain_order=True).agg(
             pl.col("grade").is_not_null().sum().alias("graded"), pl.col("malformed").is_not_null().sum().alias("malformed"),
             pl.col("skipped").is_not_null().sum().alias("skipped"))
         judge_notes = ("The judge is the offline qrels judge: its grades are derived from the relevance judgements "

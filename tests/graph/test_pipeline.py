@@ -53,22 +53,25 @@ def test_definitions_load_with_lineage_partitions_and_automation():
                                 "frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
         "efficiency": ["config/resampling", "config/run_settings", "document_embeddings", "exact_topk",
                        "query_embeddings"],
-        "comparisons": ["config/comparison", "retrieval_metrics"],
-        "results_db": ["comparisons", "config/comparison", "efficiency", "retrieval_metrics"],
+        "comparisons": ["config/comparison", "downstream_answers", "retrieval_metrics"],
+        "results_db": ["comparisons", "config/comparison", "efficiency", "grade_analysis", "retrieval_metrics"],
         **{ann_asset_name(spec): sorted([f"config/{ann_asset_name(spec)}", "config/ann_settings", "config/conventions",
                                          "config/resampling", "document_embeddings", "exact_topk", "frozen_dataset",
                                          "query_embeddings"])
            for spec in SPECS},
         "serving_frontier": sorted(["config/ann_settings", *(ann_asset_name(spec) for spec in SPECS)]),
-        "comparison_report": ["comparisons", "config/comparison", "norm_geometry", "normalization_price", "results_db",
-                              "serving_frontier"],
+        "comparison_report": ["comparisons", "config/comparison", "grade_analysis", "norm_geometry",
+                              "normalization_price", "results_db", "serving_frontier"],
+        "downstream_answers": ["config/conventions", "config/judge", "exact_topk", "frozen_dataset"],
+        "grade_analysis": ["config/comparison", "config/judge", "downstream_answers"],
     }
     facets = {key.to_user_string() for key in graph.get_all_asset_keys() if graph.get(key).is_observable}
     assert facets == {f"config/{name}" for name in (
         "model_card", "run_settings", "dataset_source", "search", "measures", "conventions", "resampling", "comparison",
-        "ann_settings", *(ann_asset_name(spec) for spec in SPECS))}
+        "ann_settings", *(ann_asset_name(spec) for spec in SPECS), "judge")}
     assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {
-        CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary"}
+        CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "l6_downstream",
+        "summary"}
     assert {s.name for s in repository.sensor_defs} == {"config_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
     for key in graph.get_all_asset_keys():
