@@ -264,11 +264,13 @@ def _power_sentence(analysis: GradeAnalysis) -> str:
         return "No power analysis: one model only."
     rows = analysis.power.filter(pl.col("criterion") == "mean")
     row = (rows if rows.height else analysis.power).row(0, named=True)
-    needed = f"about {row['n_required']:,} queries" if row["n_required"] is not None else \
-        f"more than the {analysis.manifest['settings']['power']['max_queries']:,} simulated"
-    return (f"Power: a {row['difference']} grade-point difference on the {row['criterion']} grade needs {needed} "
-            f"for {row['target']:.0%} power at α = {row['alpha']} (paired t, {row['n_simulations']:,} simulations per "
-            f"n, seed {row['seed']}; normal approximation {row['normal_approximation']:,}); this run has "
+    what = f"Power: a {row['difference']} grade-point difference on the {row['criterion']} grade"
+    if row["n_required"] is None:
+        return f"{what}: no number of queries is given ({row['note']})."
+    approximation = row["normal_approximation"]
+    return (f"{what} needs about {row['n_required']:,} queries for {row['target']:.0%} power at α = {row['alpha']} "
+            f"(paired t, {row['n_simulations']:,} simulations per n, seed {row['seed']}; normal approximation "
+            f"{'n/a' if approximation is None else f'{approximation:,}'}); this run has "
             f"{analysis.manifest['modelled_queries']:,}.")
 
 

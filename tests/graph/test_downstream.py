@@ -1,13 +1,17 @@
 """L6 in the graph: real materializations on a chatterbot subset with both real models, the
 offline extractive generator and qrels judge; the report section, the judge metrics in
-results.duckdb and the comparisons, and a judge.yaml edit that makes only L6 stale."""
+results.duckdb and the comparisons, and a judge.yaml edit that makes only L6 stale. Then an HTTP
+judge (a local stub server) in the graph, on a tiny dataset with toy encoders."""
+
+import json
 
 import dagster as dg
 import duckdb
 import polars as pl
 import pytest
 import yaml
-from graph_helpers import default_section, plan_and_automation, quick_protocol
+from graph_helpers import default_section, plan_and_automation, quick_protocol, toy
+from stub_server import Reply, StubServer
 
 from embedpyramid.config import load_config
 from pipelines.graph import build_definitions
@@ -126,3 +130,65 @@ def test_without_judge_yaml_there_is_no_l6(evaluated, tmp_path):
     graph = build_definitions(folder, tmp_path / "data").resolve_asset_graph()
     names = {key.to_user_string() for key in graph.get_all_asset_keys()}
     assert not names & {"downstream_answers", "grade_analysis", "config/judge"}
+
+
+KEY = "sk-stub-5ecret-0123456789"
+
+
+class ScriptedJudge:
+    """An OpenAI-compatible judge: grades derived from the prompt's content; the first request
+    about the query "owls" gets a malformed reply (so one model lacks that query's grades)."""
+
+    def __init__(self):
+        self.owls = 0
+
+    def __call__(self, request):
+        content = request.json["messages"][1]["content"]
+        if content.startswith("Question: owls\n"):
+            self.owls += 1
+            if self.owls == 1:
+                return Reply(json=completion("I would rather not grade this."))
+        digest = sum(content.encode())
+        return Reply(json=completion(json.dumps({"relevance": 1 + digest % 5, "ranking": 1 + digest // 5 % 5,
+                                                 "coverage": 1 + digest // 25 % 5,
+                                                 "rationale": "scripted"})))
+
+
+def completion(content):
+    return {"id": "x", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+
+
+def test_an_http_judge_in_the_graph_malformed_replies_counted_and_dropped_from_the_pairs(
+        write_configs, tiny, tmp_path, monkeypatch):
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=tiny, protocol=quick_protocol())
+    endpoint = {"url_env": "TEST_LLM_URL", "model_env": "TEST_LLM_MODEL", "key_env": "TEST_LLM_KEY"}
+    judge = judge_yaml()
+    judge["judge"] = {**judge["judge"], "kind": "http", "endpoint": endpoint}
+    (folder / "judge.yaml").write_text(yaml.safe_dump(judge, sort_keys=False))
+    data = tmp_path / "data"
+    with StubServer(ScriptedJudge()) as server:
+        monkeypatch.setenv("TEST_LLM_URL", server.url + "/v1")
+        monkeypatch.setenv("TEST_LLM_MODEL", "stub-model")
+        monkeypatch.setenv("TEST_LLM_KEY", KEY)
+        instance = dg.DagsterInstance.ephemeral()
+        report = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
+    assert report.failures == [] and report.summary_built
+    malformed = [record.asset_materialization.metadata["malformed"].value
+                 for record in instance.fetch_materializations(dg.AssetKey("downstream_answers"), limit=10).records]
+    assert sorted(malformed) == [0, 1]
+    with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
+        dropped = con.execute("SELECT metric, dropped_queries FROM downstream_dropped ORDER BY metric").fetchall()
+        agreement = con.execute("SELECT count(DISTINCT model), count(*) FROM judge_agreement").fetchall()[0]
+        n = dict(con.execute("SELECT metric, n FROM comparisons WHERE slice_column = 'all' AND metric IN "
+                             "('judge:relevance', 'nDCG@10', 'answer:citation_precision')").fetchall())
+        judgements = con.execute("SELECT count(*) FROM judgements WHERE malformed IS NOT NULL").fetchall()[0][0]
+    # The malformed judgement leaves that query out of the judge metrics' pairs, nowhere else.
+    assert dropped == [("judge:coverage", 1), ("judge:ranking", 1), ("judge:relevance", 1)]
+    assert n == {"nDCG@10": 12, "answer:citation_precision": 12, "judge:relevance": 11}
+    assert judgements == 3 and agreement == (2, 6)
+    markdown = (data / "report" / "report.md").read_text()
+    for text in ("Judge agreement with the qrels judge", "Queries dropped from the paired comparisons"):
+        assert text in markdown
+    # The key reaches the server only: no artefact, cache file or report holds it.
+    assert not [path for path in data.rglob("*") if path.is_file() and KEY.encode() in path.read_bytes()]
