@@ -13,7 +13,7 @@ columns; the plots under ``grades/<dataset>/<system>/``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -143,7 +143,7 @@ def collect_downstream(config: ProjectConfig, store: ArtifactStore) -> Downstrea
 
 
 def compare_downstream(per_query: pl.DataFrame, queries: pl.DataFrame, settings: ComparisonSettings, *,
-                       truncated: Mapping[str, set[str]] | None = None) -> pl.DataFrame:
+                       truncated: Mapping[str, Collection[str]] | None = None) -> pl.DataFrame:
     """The paired comparisons of the L6 metrics of one dataset (:func:`compare_models`, the
     comparisons table's rows), once per group of metrics that cover the same queries (the
     comparison resamples a metric's queries jointly with the others of its call): usually one
