@@ -102,7 +102,7 @@ summary_job = dg.define_asset_job(
 )
 evaluation_job = dg.define_asset_job(
     "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset") - summary_selection,
-    description="Evaluate one (model, dataset) partition: embeddings, L2, L1 and L4.",
+    description="Evaluate one (model, dataset) partition: embeddings, L2, L1, L4 and (with judge.yaml) L6.",
 )
 
 
@@ -125,6 +125,7 @@ with warnings.catch_warnings():
         "evaluation_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
         use_user_code_server=True, minimum_interval_seconds=30, run_tags={AUTOMATION_TAG: "evaluation"},
     )
+
 
 def summary_assets(defs: dg.Definitions) -> list[str]:
     """The summary assets of a graph, upstream first: SUMMARY_ASSETS and the tagged ones."""
