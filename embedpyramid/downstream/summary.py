@@ -54,7 +54,11 @@ def run_path(store: ArtifactStore, dataset: str, model_key: str, system: str) ->
     """The run a system's answers are built from: the exact top-k, or an L5 system's run."""
     if system == EXACT:
         return store.run_dir(dataset, model_key) / f"{EXACT}.parquet"
-    return store.root / "systems" / dataset / model_key / system / "run.parquet"
+    # Imported here: the L5 module loads BM25, rerankers and the search kernels (torch), which the
+    # exact run and the grade analysis do not need.
+    from embedpyramid.systems.level import systems_dir
+
+    return systems_dir(store, dataset, model_key, system) / "run.parquet"
 
 
 def answer_partition(config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, dataset: str,
