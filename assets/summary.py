@@ -12,7 +12,7 @@ from resources import ProjectResource
 @dg.asset(
     deps=["retrieval_metrics", *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="2",
+    code_version="3",
     kinds={"parquet"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
@@ -21,7 +21,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     CI, d_z, sign-flip and t-test p-values, adjusted within the confirmatory (Holm) or exploratory
     (Benjamini–Hochberg) family, win/tie/loss; the Tukey HSD groups with three or more models;
     the random-ranking floor; the worst regressions and the per-query deltas of the report
-    metric; and the verdict."""
+    metric; and the verdict. With judge.yaml, L6's judge and answer metrics are compared too."""
     from embedpyramid.reports.summary import compare_evaluated, evaluated_partitions
 
     config, store = project.config, project.store
@@ -56,16 +56,21 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 )
 def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """``<data>/results.duckdb``: per-query metrics, runs, qrels, the leaderboard and the
-    comparisons of every card in ``models.yaml`` on every dataset that has been evaluated, and
-    the L3 transfer, reproduction and published-score tables."""
+    comparisons of every card in ``models.yaml`` on every dataset that has been evaluated, the L3
+    transfer, reproduction and published-score tables, and with judge.yaml L6's judge and answer
+    metrics (in per_query_metrics), answers, judgements and grade tables."""
+    from embedpyramid.downstream.summary import per_query_path, results_views
     from embedpyramid.reports.summary import evaluated_partitions, results_tables
 
     store = project.store
     partitions, missing = evaluated_partitions(project.config, store)
     if missing:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
-    path = build_results_db(store.results_db, partitions, results_tables(store),
-                            quality_metric=project.config.protocol.comparison.report_metric)
+    downstream = per_query_path(store) if project.config.downstream else None
+    views = {**results_tables(store), **(results_views(store) if project.config.downstream else {})}
+    path = build_results_db(store.results_db, partitions, views,
+                            quality_metric=project.config.protocol.comparison.report_metric,
+                            extra_metrics=[downstream] if downstream else [])
     baseline = project.config.baseline.key
     wide = read_leaderboard(path).pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
     return dg.MaterializeResult(
@@ -95,7 +100,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         the HSD groups, the comparisons, a forest plot of slice deltas coloured by the adjusted
         decision, the per-query delta distributions, the worst regressions, the L1 geometry and
         normalization price, the L4 recall/QPS frontier of every model, the L3 reproduction and
-        transfer sections and the environment."""
+        transfer sections, the L6 grade analysis and the environment."""
         from embedpyramid.reports.summary import build_report, read_comparison_tables
 
         config, store = project.config, project.store

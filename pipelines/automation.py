@@ -29,6 +29,10 @@ from resources import ProjectResource
 CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
 CONFIG_CHECK = "loads"
 SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "benchmark_transfer"]
+# Further cross-model (unpartitioned) assets of a level that run with the summaries carry this tag
+# (L6's grade_analysis): the summary job and `embedpyramid run` pick them up.
+STAGE_TAG, SUMMARY_STAGE = "embedpyramid/stage", "summary"
+summary_selection = dg.AssetSelection.assets(*SUMMARY_ASSETS) | dg.AssetSelection.tag(STAGE_TAG, SUMMARY_STAGE)
 # Carried by every run the automation launches, for queue limits (docs/dagster.yaml).
 AUTOMATION_TAG = "embedpyramid/automation"
 
@@ -93,11 +97,12 @@ refresh_datasets_job = dg.define_asset_job(
     description="Re-freeze one dataset; identical data keeps its data version, so nothing downstream moves.",
 )
 summary_job = dg.define_asset_job(
-    "summary", selection=SUMMARY_ASSETS, description="Recompute the comparisons, results.duckdb and the report",
+    "summary", selection=summary_selection,
+    description="Recompute the comparisons, results.duckdb, the report and the other cross-model summaries",
 )
 evaluation_job = dg.define_asset_job(
-    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset", *SUMMARY_ASSETS),
-    description="Evaluate one (model, dataset) partition: embeddings, L2, L1 and L4.",
+    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset") - summary_selection,
+    description="Evaluate one (model, dataset) partition: embeddings, L2, L1, L4 and (with judge.yaml) L6.",
 )
 
 
@@ -120,6 +125,14 @@ with warnings.catch_warnings():
         "evaluation_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
         use_user_code_server=True, minimum_interval_seconds=30, run_tags={AUTOMATION_TAG: "evaluation"},
     )
+
+
+def summary_assets(defs: dg.Definitions) -> list[str]:
+    """The summary assets of a graph, upstream first: SUMMARY_ASSETS and the tagged ones."""
+    graph = defs.resolve_asset_graph()
+    selected = summary_selection.resolve(graph)
+    return [key.to_user_string() for key in graph.toposorted_asset_keys if key in selected]
+
 
 JOBS = [refresh_datasets_job, summary_job, evaluation_job]
 SENSORS = [config_sensor, evaluation_automation]

@@ -205,6 +205,13 @@ TRANSFER = Facet(
     "what the L3 transfer analysis ranks and compares.",
     lambda config, _: {name: _published_scores(config, name) for name in [*config.datasets, *config.task_datasets]},
 )
+JUDGE = Facet(
+    "judge",
+    "judge.yaml (context depth k, systems, generator, judge, criteria, prompts, analysis) and each dataset's "
+    "gold_answers: everything L6 holds fixed across models.",
+    lambda config, _: {"judge": config.downstream.model_dump(mode="json") if config.downstream else None,
+                       "gold_answers": {name: spec.gold_answers for name, spec in config.datasets.items()}},
+)
 STATIC_FACETS = (MODEL_CARD, RUN_SETTINGS, DATASET_SOURCE, SEARCH, MEASURES, CONVENTIONS, RESAMPLING, COMPARISON,
                  REFERENCES, TRANSFER)
 
@@ -218,9 +225,11 @@ def ann_spec_facet(spec_name: str) -> Facet:
     )
 
 
-def config_facets(spec_names: Sequence[str]) -> list[Facet]:
-    """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml)."""
-    return [*STATIC_FACETS, *([ANN_SETTINGS] if spec_names else []), *(ann_spec_facet(name) for name in spec_names)]
+def config_facets(spec_names: Sequence[str], *, downstream: bool = False) -> list[Facet]:
+    """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml), with
+    ``JUDGE`` when it has a judge.yaml (``downstream``)."""
+    return [*STATIC_FACETS, *([ANN_SETTINGS] if spec_names else []), *(ann_spec_facet(name) for name in spec_names),
+            *([JUDGE] if downstream else [])]
 
 
 def facet_deps(*facets: Facet) -> list[dg.AssetKey]:
@@ -241,7 +250,7 @@ def config_observations(instance: dg.DagsterInstance, config: ProjectConfig) -> 
     """The observations that would bring Dagster's facet versions up to date with ``config``."""
     specs = [spec.name for spec in config.ann.specs] if config.ann else []
     events = []
-    for facet in config_facets(specs):
+    for facet in config_facets(specs, downstream=config.downstream is not None):
         for partition in facet.partitions(config):
             version, fragment = facet.version(config, partition)
             record = instance.get_latest_data_version_record(facet.key, True, partition)

@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.data import frozen_dataset
+from assets.downstream import DOWNSTREAM_ASSETS, with_downstream_deps
 from assets.efficiency import efficiency
 from assets.embeddings import document_embeddings, query_embeddings, raw_document_embeddings, raw_query_embeddings
 from assets.geometry import norm_geometry, normalization_price
@@ -43,12 +44,17 @@ def index_specs(configs_dir: str | Path) -> tuple[IndexSpec, ...]:
 
 def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
                       specs: tuple[IndexSpec, ...] | None = None) -> dg.Definitions:
-    """The graph of one config folder: L4 has one asset (and one spec facet) per index spec."""
+    """The graph of one config folder: L4 has one asset (and one spec facet) per index spec; L6
+    exists only with a judge.yaml, and then the summaries depend on it."""
     specs = index_specs(configs_dir) if specs is None else specs
     serving = serving_assets(specs) if specs else []
-    facets = [facet.source_asset() for facet in config_facets([spec.name for spec in specs])]
+    downstream = (Path(configs_dir) / "judge.yaml").is_file()
+    facets = [facet.source_asset() for facet in config_facets([spec.name for spec in specs], downstream=downstream)]
+    assets = [*ASSETS, *serving, report_asset(with_serving=bool(serving))]
+    if downstream:
+        assets = [*with_downstream_deps(assets), *DOWNSTREAM_ASSETS]
     return dg.Definitions(
-        assets=[config_folder, *facets, *ASSETS, *serving, report_asset(with_serving=bool(serving))],
+        assets=[config_folder, *facets, *assets],
         asset_checks=[config_loads],
         jobs=JOBS,
         sensors=SENSORS,

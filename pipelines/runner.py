@@ -26,7 +26,7 @@ import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, has_data, load_config
 from embedpyramid.store import ArtifactStore, StorePath
-from pipelines.automation import SUMMARY_ASSETS, evaluation_job, refresh_datasets_job, summary_job
+from pipelines.automation import evaluation_job, refresh_datasets_job, summary_assets, summary_job
 from pipelines.freshness import (
     AssetState,
     asset_states,
@@ -201,7 +201,7 @@ def _asked(session: Session, models: Sequence[ResolvedModel], datasets: Sequence
     assets = partition_assets(session.defs)
     return [("frozen_dataset", dataset) for dataset in datasets] + [
         (asset, str(model_dataset_key(model.name, dataset))) for dataset in datasets for model in models
-        for asset in assets] + [(asset, None) for asset in SUMMARY_ASSETS]
+        for asset in assets] + [(asset, None) for asset in summary_assets(session.defs)]
 
 
 def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunReport) -> bool:
@@ -253,8 +253,9 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
 
 
 def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> None:
-    for _wave in range(len(SUMMARY_ASSETS) + 1):
-        todo = [state for state in session.states(SUMMARY_ASSETS, None) if state.needs_work]
+    summaries = summary_assets(session.defs)
+    for _wave in range(len(summaries) + 1):
+        todo = [state for state in session.states(summaries, None) if state.needs_work]
         if not todo:
             return
         if not _any_evaluated(session):
@@ -357,7 +358,7 @@ def pending_states(session: Session, models: Sequence[ResolvedModel], datasets: 
     for dataset in datasets:
         for model in models:
             states += session.states(assets, str(model_dataset_key(model.name, dataset)))
-    states += session.states(SUMMARY_ASSETS, None)
+    states += session.states(summary_assets(session.defs), None)
     return [state for state in states if state.needs_work]
 
 
@@ -389,5 +390,5 @@ def project_status(
             partition = str(model_dataset_key(model.name, dataset))
             rows += [level_status(dataset, model.key, level, session.states(assets, partition))
                      for level, assets in levels.items()]
-    rows.append(level_status(None, None, "summary", session.states(SUMMARY_ASSETS, None)))
+    rows.append(level_status(None, None, "summary", session.states(summary_assets(session.defs), None)))
     return rows

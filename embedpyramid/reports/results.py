@@ -66,11 +66,13 @@ def _with_labels(table: pa.Table, labels: dict[str, str]) -> pa.Table:
 
 def build_results_db(
     target: StorePath, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, StorePath] | None = None,
-    *, quality_metric: str = "nDCG@10",
+    *, quality_metric: str = "nDCG@10", extra_metrics: Sequence[StorePath] = (),
 ) -> StorePath:
     """Write the results database atomically; an empty ``partitions`` is an error.
 
-    ``extra_tables`` maps view names to Parquet files copied in as they are; ``quality_metric``
+    ``extra_tables`` maps view names to Parquet files copied in as they are; ``extra_metrics``
+    are further long per-query tables appended to ``per_query_metrics`` (e.g. L6's judge and
+    answer metrics); ``quality_metric``
     is the leaderboard metric the ``efficiency`` view shows beside the costs. Every Parquet file
     is read through the store (literal paths, local or remote) and handed to DuckDB as Arrow.
     """
@@ -78,7 +80,8 @@ def build_results_db(
         raise ValueError("no evaluated partitions to summarize: materialize retrieval_metrics first")
     metrics = pa.concat_tables([
         read_table(p.metrics_path, columns=["dataset", "model", "system", "query_id", "metric", "value"])
-        for p in partitions])
+        for p in partitions] + [read_table(path, columns=["dataset", "model", "system", "query_id", "metric", "value"])
+                                for path in extra_metrics])
     runs = pa.concat_tables([
         _with_labels(read_table(p.run_path, columns=["query_id", "rank", "doc_id", "score"]),
                      {"dataset": p.dataset, "model": p.model_key, "system": p.system})
@@ -147,13 +150,16 @@ class ResultsBusyError(OSError):
 
 
 def sort_metrics(frame: pl.DataFrame) -> pl.DataFrame:
-    """Order rows by dataset, model, system, then metric family and cutoff (not alphabetically);
-    rows that tie keep their order."""
+    """Order rows by dataset, model, system, then metric family and cutoff (not alphabetically),
+    metrics that are not retrieval measures last by name; rows that tie keep their order."""
     families = ["nDCG", "Recall", "MAP", "MRR", "P", "Hit", "RPrec", "CompleteEvidence", "Judged"]
 
-    def rank(metric: str) -> tuple[int, float]:
-        measure = parse_measure(metric)
-        return families.index(measure.name), measure.cutoff or float("inf")
+    def rank(metric: str) -> tuple[int, float, str]:
+        try:
+            measure = parse_measure(metric)
+        except ValueError:  # another level's metric (judge:relevance, answer:token_f1): after these, by name
+            return len(families), 0.0, metric
+        return families.index(measure.name), measure.cutoff or float("inf"), ""
 
     order = {metric: index for index, metric in enumerate(sorted(frame["metric"].unique().to_list(), key=rank))}
     return frame.with_columns(pl.col("metric").replace_strict(order, return_dtype=pl.Int64).alias("_order")).sort(

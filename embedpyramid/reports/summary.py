@@ -19,6 +19,8 @@ import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel, has_data
 from embedpyramid.data import FrozenDataset, open_frozen
+from embedpyramid.downstream.summary import collect_downstream, compare_downstream
+from embedpyramid.downstream.summary import report_sections as l6_sections
 from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path, pareto_front
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry.level import l1_dir
@@ -115,11 +117,13 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
     """Per dataset: the random-ranking floor, and the paired comparisons of every evaluated model
     against the baseline (all pairs if configured) with the Tukey HSD when three or more models
     are evaluated; datasets where the baseline or every other model is missing are skipped and
-    listed. Then the verdicts."""
+    listed. L6's judge and answer metrics, when judge.yaml is set, are compared beside the
+    retrieval metrics (:func:`~embedpyramid.downstream.summary.compare_downstream`). Then the verdicts."""
     comparison = config.protocol.comparison
     metric, baseline = comparison.report_metric, config.baseline.key
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in COMPARISON_TABLES}
     skipped = []
+    downstream = collect_downstream(config, store)
     for dataset in config.datasets:
         evaluated = [p for p in partitions if p.dataset == dataset]
         if not evaluated:
@@ -139,6 +143,9 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
                                                     p.conventions["relevance_threshold"]) for p in evaluated}
         parts["comparisons"].append(compare_models(
             per_query, queries, settings, aliases=common_aliases(evaluated), truncated=truncated))
+        if downstream is not None:
+            parts["comparisons"].append(compare_downstream(
+                downstream.per_query.filter(pl.col("dataset") == dataset), queries, settings, truncated=truncated))
         parts["regressions"].append(regressions(
             per_query, queries, qrels, {p.model_key: read_frame(p.run_path) for p in evaluated}, settings, metric,
             corpus=read_frame(frozen.path("corpus"), columns=["doc_id", "text"]),
@@ -202,7 +209,8 @@ def build_report(
     """Write report.md, report.html and the SVG figures under the store's report folder: the
     verdict, the leaderboard with its floor, the HSD groups, the comparisons, then per dataset its
     data notes (empty or dropped texts), the cost/quality of its models, and the L1 and L4
-    sections of every evaluated (model, dataset), and the environment record."""
+    sections of every evaluated (model, dataset), the L6 grade analysis of every dataset, and the
+    environment record."""
     sections, conventions, datasets = [], [], []
     for dataset in config.datasets:
         directory = store.dataset_dir(dataset)
@@ -221,6 +229,8 @@ def build_report(
                 sections.append(l1_section(l1, model.key, dataset))
             if (serving_dir(store, dataset, model.key) / "frontier.parquet").is_file():
                 sections.append(l4_section(store, dataset, model.key))
+        if config.downstream:
+            sections.extend(l6_sections(store, dataset))
     sections.extend(transfer_sections(transfer_dir(store)))
     cards = [{"model": m.key, "card": m.hashed_fields(), "run": m.card.run.model_dump()} for m in config.models.values()]
     return write_report(store.report_dir, ComparisonReport(

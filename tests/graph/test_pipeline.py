@@ -28,6 +28,7 @@ from pipelines.runner import run_pipeline
 from resources import ProjectResource
 
 DEFAULT_PROTOCOL = Path(__file__).resolve().parents[2] / "configs" / "protocol.yaml"
+RETRIEVAL = "metric NOT LIKE '%:%'"  # the retrieval measures, not L6's judge:/answer:/context: metrics
 SPECS = ["flat", "hnsw32", "ivf-flat", "ivf-pq", "sq8", "binary", "int8", "flat-d256", "flat-d128", "flat-d64"]
 
 
@@ -53,8 +54,9 @@ def test_definitions_load_with_lineage_partitions_and_automation():
                                 "frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
         "efficiency": ["config/resampling", "config/run_settings", "document_embeddings", "exact_topk",
                        "query_embeddings"],
-        "comparisons": ["config/comparison", "retrieval_metrics"],
-        "results_db": ["benchmark_transfer", "comparisons", "config/comparison", "efficiency", "retrieval_metrics"],
+        "comparisons": ["config/comparison", "downstream_answers", "retrieval_metrics"],
+        "results_db": ["benchmark_transfer", "comparisons", "config/comparison", "efficiency", "grade_analysis",
+                       "retrieval_metrics"],
         "benchmark_transfer": ["config/comparison", "config/resampling", "config/transfer", "retrieval_metrics",
                                "task_sts"],
         **{ann_asset_name(spec): sorted([f"config/{ann_asset_name(spec)}", "config/ann_settings", "config/conventions",
@@ -62,16 +64,18 @@ def test_definitions_load_with_lineage_partitions_and_automation():
                                          "query_embeddings"])
            for spec in SPECS},
         "serving_frontier": sorted(["config/ann_settings", *(ann_asset_name(spec) for spec in SPECS)]),
-        "comparison_report": ["benchmark_transfer", "comparisons", "config/comparison", "norm_geometry",
-                              "normalization_price", "results_db", "serving_frontier"],
+        "comparison_report": ["benchmark_transfer", "comparisons", "config/comparison", "grade_analysis",
+                              "norm_geometry", "normalization_price", "results_db", "serving_frontier"],
+        "downstream_answers": ["config/conventions", "config/judge", "exact_topk", "frozen_dataset"],
+        "grade_analysis": ["config/comparison", "config/judge", "downstream_answers"],
     }
     facets = {key.to_user_string() for key in graph.get_all_asset_keys() if graph.get(key).is_observable}
     assert facets == {f"config/{name}" for name in (
         "model_card", "run_settings", "dataset_source", "search", "measures", "conventions", "resampling", "comparison",
-        "references", "transfer", "ann_settings", *(ann_asset_name(spec) for spec in SPECS))}
+        "references", "transfer", "ann_settings", *(ann_asset_name(spec) for spec in SPECS), "judge")}
     assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {
         CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary", "l3_transfer",
-        "default"}  # default: task_sts, an external asset until the L2 task families are wired
+        "l6_downstream", "default"}  # default: task_sts, an external asset until the L2 task families are wired
     assert {s.name for s in repository.sensor_defs} == {"config_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
     for key in graph.get_all_asset_keys():
@@ -94,11 +98,15 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
 
     n_measures = len(config.protocol.measures())
     with duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True) as con:
-        assert con.sql("SELECT count(*) FROM per_query_metrics").fetchall() == [(len(keys) * 748 * n_measures,)]
+        # Retrieval measures here; L6's judge:/answer:/context: metrics are in tests/graph/test_downstream.py.
+        assert con.sql(f"SELECT count(*) FROM per_query_metrics WHERE {RETRIEVAL}").fetchall() == [
+            (len(keys) * 748 * n_measures,)]
         assert con.sql("SELECT count(*) FROM runs").fetchall() == [(len(keys) * 748 * 100,)]
         assert con.sql("SELECT count(*) FROM qrels").fetchall() == [(897,)]
-        board = pl.from_arrow(con.sql("SELECT * FROM leaderboard").to_arrow_table())
+        board = pl.from_arrow(con.sql(f"SELECT * FROM leaderboard WHERE {RETRIEVAL}").to_arrow_table())
+        judged = con.sql("SELECT DISTINCT model FROM per_query_metrics WHERE metric = 'judge:relevance'").fetchall()
         floor = dict(con.sql("SELECT metric, mean FROM random_floor").fetchall())
+    assert {model for (model,) in judged} == set(keys)
     assert set(board["n"].to_list()) == {748}
     assert board["mean"].is_between(0, 1).all()
     for key in keys:
@@ -152,7 +160,7 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     aliases = read_metrics_manifest(store.metrics_path("chatterbot-en", minilm.key, "exact"))["aliases"]
     assert aliases["P@1"] == "Hit@1" and aliases["MAP@1"] == "Recall@1" and aliases["Judged@10"] == "P@10"
     with duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True) as con:
-        compared = pl.from_arrow(con.sql("SELECT * FROM comparisons").to_arrow_table())
+        compared = pl.from_arrow(con.sql(f"SELECT * FROM comparisons WHERE {RETRIEVAL}").to_arrow_table())
         worst = pl.from_arrow(con.sql("SELECT * FROM regressions WHERE direction = 'regression'").to_arrow_table())
         hsd = pl.from_arrow(con.sql("SELECT * FROM hsd ORDER BY mean DESC").to_arrow_table())
         hsd_pairs = pl.from_arrow(con.sql("SELECT * FROM hsd_pairs").to_arrow_table())

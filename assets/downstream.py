@@ -1,0 +1,113 @@
+"""Pyramid L6 (only with a judge.yaml): answers, their metrics and the judge's grades per (model,
+dataset), and the grade analysis across models."""
+
+import dagster as dg
+
+from assets.embeddings import progress_logger
+from assets.metadata import table_metadata
+from embedpyramid.reports import markdown_table, svg_markdown
+from pipelines.automation import STAGE_TAG, SUMMARY_STAGE
+from pipelines.freshness import COMPARISON, CONVENTIONS, EVALUATE_WHEN_STALE, JUDGE, SUMMARIZE_WHEN_STALE, facet_deps
+from pipelines.partitions import model_dataset_partitions
+from resources import ProjectResource
+
+GROUP = "l6_downstream"
+
+
+@dg.asset(
+    partitions_def=model_dataset_partitions,
+    deps=["exact_topk", "frozen_dataset", *facet_deps(JUDGE, CONVENTIONS)],
+    group_name=GROUP,
+    code_version="1",
+    kinds={"parquet"},
+    automation_condition=EVALUATE_WHEN_STALE,
+)
+def downstream_answers(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+    """Per system of judge.yaml: each query's top-k context, the generator's answer with its
+    citations, the answer and citation metrics, and the judge's 1-5 grades per criterion (with
+    the qrels judge's beside an HTTP judge's), as answers, judgements and long per-query rows."""
+    from embedpyramid.downstream.summary import answer_partition, manifest_counts, mean_grades
+    from embedpyramid.hashing import sha256_json, sha256_table
+
+    part = project.partition(context)
+    results = answer_partition(part.config, part.store, part.model, part.dataset, part.frozen,
+                               progress=progress_logger(context, f"answered queries with {part.model.key}"))
+    counts = manifest_counts(results)
+    for system, entry in counts.items():
+        if entry["counts"]["generator_malformed"] or entry["counts"]["judge_malformed"]:
+            context.log.warning(f"{system}: {entry['counts']['generator_malformed']} malformed answers, "
+                                f"{entry['counts']['judge_malformed']} malformed judgements (recorded in judgements)")
+    grades = {system: mean_grades(result) for system, result in results.items()}
+    metadata = {
+        **{f"{system} {metric}": dg.MetadataValue.float(value)
+           for system, means in grades.items() for metric, value in means.items()},
+        "counts": dg.MetadataValue.json({system: entry["counts"] for system, entry in counts.items()}),
+        "ungraded": dg.MetadataValue.int(sum(e["counts"]["queries"] - e["counts"]["judged_queries"]
+                                             for e in counts.values())),
+        "malformed": dg.MetadataValue.int(sum(e["counts"]["generator_malformed"] + e["counts"]["judge_malformed"]
+                                              for e in counts.values())),
+        "agreement": dg.MetadataValue.json({system: entry["agreement"] for system, entry in counts.items()}),
+        "traffic": dg.MetadataValue.json({system: entry["traffic"] for system, entry in counts.items()}),
+        "generator": dg.MetadataValue.json(next(iter(results.values())).manifest["generator"]),
+        "judge": dg.MetadataValue.json(next(iter(results.values())).manifest["judge"]),
+        "card_key": dg.MetadataValue.text(part.model.key),
+    }
+    version = sha256_json({system: [sha256_table(result.per_query.to_arrow()), sha256_table(result.answers.to_arrow()),
+                                    sha256_table(result.judgements.to_arrow())] for system, result in results.items()})
+    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version))
+
+
+@dg.asset(
+    deps=["downstream_answers", *facet_deps(JUDGE, COMPARISON)],
+    group_name=GROUP,
+    code_version="1",
+    kinds={"parquet", "svg"},
+    tags={STAGE_TAG: SUMMARY_STAGE},
+    automation_condition=SUMMARIZE_WHEN_STALE,
+)
+def grade_analysis(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+    """Per (dataset, system) across the evaluated models: mean (SD) grade per model × criterion,
+    gaussian identity/log/inverse, binomial-logit and ordinal models of the grade with the AIC
+    choice among the comparable ones, the omnibus likelihood-ratio and Wald tests, Holm pairs
+    with letter groups, the simulated power analysis and the box, bar and heatmap plots; with the
+    gathered answers, judgements, paired per-query rows and what the pairing dropped."""
+    from embedpyramid.downstream.summary import analyse_downstream, collect_downstream, grades_dir, write_grade_summary
+
+    config, store = project.config, project.store
+    tables = collect_downstream(config, store)
+    if tables is None:
+        raise FileNotFoundError("no downstream answers on disk for the cards in models.yaml: "
+                                "materialize downstream_answers first")
+    summary = analyse_downstream(config, tables)
+    paths = write_grade_summary(tables, summary, grades_dir(store))
+    for row in tables.dropped.iter_rows(named=True):
+        context.log.warning(f"{row['dataset']} · {row['system']} · {row['metric']}: {row['dropped_queries']} queries "
+                            "left out of the paired comparisons (missing for some model)")
+    metadata = {
+        "analyses": dg.MetadataValue.json([f"{d} · {s}" for d, s in summary.analyses]),
+        "dropped_queries": dg.MetadataValue.int(int(tables.dropped["dropped_queries"].sum())),
+        "path": dg.MetadataValue.path(str(paths["manifest"].parent)),
+    }
+    for (dataset, system), analysis in summary.analyses.items():
+        metadata[f"{dataset} · {system} selection"] = dg.MetadataValue.text(analysis.manifest["selection"])
+        metadata[f"{dataset} · {system} grades"] = table_metadata(analysis.descriptive)
+        if analysis.omnibus.height:
+            metadata[f"{dataset} · {system} omnibus"] = dg.MetadataValue.md(markdown_table(analysis.omnibus))
+        metadata[f"{dataset} · {system} bar chart"] = dg.MetadataValue.md(
+            svg_markdown(analysis.plots["grades_bar"], f"mean grade by model, {dataset} · {system}"))
+    return dg.MaterializeResult(metadata=metadata)
+
+
+DOWNSTREAM_ASSETS = [downstream_answers, grade_analysis]
+"""The L6 assets; with them the comparisons read ``downstream_answers`` and the results database
+and the report read ``grade_analysis`` (:func:`with_downstream_deps`)."""
+SUMMARY_DEPS = {"comparisons": "downstream_answers", "results_db": "grade_analysis",
+                "comparison_report": "grade_analysis"}
+
+
+def with_downstream_deps(summaries: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
+    """The summaries with their L6 dependency added (the comparisons compare the judge and answer
+    metrics; the results database and the report show the grade analysis)."""
+    return [asset.map_asset_specs(lambda spec: spec.merge_attributes(deps=[SUMMARY_DEPS[spec.key.to_user_string()]])
+                                  if spec.key.to_user_string() in SUMMARY_DEPS else spec)
+            for asset in summaries]
