@@ -48,7 +48,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 
 
 @dg.asset(
-    deps=["retrieval_metrics", "comparisons", "efficiency", *facet_deps(COMPARISON)],
+    deps=["retrieval_metrics", "comparisons", "efficiency", "task_comparisons", *facet_deps(COMPARISON)],
     group_name="summary",
     code_version="3",
     kinds={"duckdb"},
@@ -58,12 +58,13 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     """``<data>/results.duckdb``: per-query metrics, runs, qrels, the leaderboard and the
     comparisons of every card in ``models.yaml`` on every dataset that has been evaluated."""
     from embedpyramid.reports.summary import evaluated_partitions, results_tables
+    from embedpyramid.tasks.summary import task_results_tables
 
     store = project.store
     partitions, missing = evaluated_partitions(project.config, store)
     if missing:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
-    path = build_results_db(store.results_db, partitions, results_tables(store),
+    path = build_results_db(store.results_db, partitions, {**results_tables(store), **task_results_tables(store)},
                             quality_metric=project.config.protocol.comparison.report_metric)
     baseline = project.config.baseline.key
     wide = read_leaderboard(path).pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
@@ -83,7 +84,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
 
     @dg.asset(
         deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
-              *(["serving_frontier"] if with_serving else []), *facet_deps(COMPARISON)],
+              *(["serving_frontier"] if with_serving else []), "task_comparisons", *facet_deps(COMPARISON)],
         group_name="summary",
         code_version="4",
         kinds={"html"},

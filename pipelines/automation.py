@@ -23,12 +23,12 @@ import dagster as dg
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
 from pipelines.freshness import CONFIG, config_observations
 from pipelines.instance import bound_to, read_binding
-from pipelines.partitions import DATASETS, partition_sync
+from pipelines.partitions import DATASETS, TASK_FAMILIES, partition_sync, task_family_assets
 from resources import ProjectResource
 
 CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
 CONFIG_CHECK = "loads"
-SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report"]
+SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "task_comparisons"]
 # Carried by every run the automation launches, for queue limits (docs/dagster.yaml).
 AUTOMATION_TAG = "embedpyramid/automation"
 
@@ -96,7 +96,9 @@ summary_job = dg.define_asset_job(
     "summary", selection=SUMMARY_ASSETS, description="Recompute the comparisons, results.duckdb and the report",
 )
 evaluation_job = dg.define_asset_job(
-    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset", *SUMMARY_ASSETS),
+    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset", *SUMMARY_ASSETS)
+    # The L2 task families are partitioned by their own datasets: the automation evaluates them.
+    - dg.AssetSelection.assets(*(name for family in TASK_FAMILIES for name in task_family_assets(family))),
     description="Evaluate one (model, dataset) partition: embeddings, L2, L1 and L4.",
 )
 

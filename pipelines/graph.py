@@ -14,6 +14,7 @@ from assets.geometry import norm_geometry, normalization_price
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.serving import serving_assets
 from assets.summary import comparisons, report_asset, results_db
+from assets.tasks import TASK_ASSETS
 from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
@@ -25,6 +26,7 @@ ASSETS = [
     frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics,
     raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price, efficiency,
     comparisons, results_db,
+    *TASK_ASSETS,
 ]
 
 

@@ -43,6 +43,7 @@ from embedpyramid.stats.compare import (
     tukey_hsd_tables,
 )
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.tasks.summary import read_task_summary, task_report_sections, tasks_summary_dir
 
 EXACT = "exact"
 FLOOR_SCHEMA: dict[str, pl.DataType] = {"dataset": pl.String(), "metric": pl.String(), "mean": pl.Float64(), "n": pl.Int64()}
@@ -217,12 +218,14 @@ def build_report(
                 sections.append(l1_section(l1, model.key, dataset))
             if (serving_dir(store, dataset, model.key) / "frontier.parquet").is_file():
                 sections.append(l4_section(store, dataset, model.key))
+    task_summary = read_task_summary(tasks_summary_dir(store))
+    sections.extend(task_report_sections(config, task_summary))
     cards = [{"model": m.key, "card": m.hashed_fields(), "run": m.card.run.model_dump()} for m in config.models.values()]
     return write_report(store.report_dir, ComparisonReport(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
         deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
         title="Embedding model evaluation", sections=tuple(sections),
-        verdicts=tuple(verdict["text"] for verdict in tables.verdicts),
+        verdicts=tuple(verdict["text"] for verdict in [*tables.verdicts, *(task_summary.verdicts if task_summary else [])]),
         hsd=tables.hsd, hsd_pairs=tables.hsd_pairs, floor=tables.random_floor,
         notes=tuple(_tie_notes(conventions)),
         environment=(environment_section(cards, datasets, conventions),),
