@@ -50,7 +50,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 @dg.asset(
     deps=["retrieval_metrics", "comparisons", "efficiency", "task_comparisons", *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="3",
+    code_version="4",
     kinds={"duckdb"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
@@ -86,7 +86,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
               *(["serving_frontier"] if with_serving else []), "task_comparisons", *facet_deps(COMPARISON)],
         group_name="summary",
-        code_version="4",
+        code_version="5",
         kinds={"html"},
         automation_condition=SUMMARIZE_WHEN_STALE,
     )

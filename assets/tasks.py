@@ -17,12 +17,12 @@ from embedpyramid.hashing import sha256_table
 from embedpyramid.reports import markdown_table
 from embedpyramid.store import write_json
 from pipelines.freshness import (
-    COMPARISON,
     CONVENTIONS,
     EVALUATE_WHEN_STALE,
     MODEL_CARD,
     RESAMPLING,
     SUMMARIZE_WHEN_STALE,
+    TASK_COMPARISON,
     TASK_FACETS,
     facet_deps,
 )
@@ -200,7 +200,7 @@ def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
 
 @dg.asset(
     deps=[*(f"task_{family}" for family in TASK_FAMILIES), *(f"pair_sanity_{family}" for family in PAIR_FAMILIES),
-          "pair_sanity", *facet_deps(COMPARISON)],
+          "pair_sanity", *facet_deps(TASK_COMPARISON)],
     group_name="summary",
     code_version="1",
     kinds={"parquet"},

@@ -209,6 +209,17 @@ TASK_FACETS = tuple(Facet(
     family,
 ) for family in TASK_FAMILIES)
 """One facet per L2 task family, partitioned by that family's datasets."""
+TASK_COMPARISON = Facet(
+    "task_comparison",
+    "What the task summary compares: each task dataset's comparison settings (baseline, resampling, tests, slices, "
+    "group column), the datasets whose pair sanity it gathers and the cards in models.yaml. A new task dataset or "
+    "card makes the summary stale; it waits until their partitions are evaluated.",
+    lambda config, _: {
+        "task_datasets": {name: asdict(config.comparison_settings(name)) for name in config.task_datasets},
+        "datasets": list(config.datasets),
+        "cards": sorted(model.key for model in config.models.values()),
+    },
+)
 
 
 def ann_spec_facet(spec_name: str) -> Facet:
@@ -223,7 +234,7 @@ def ann_spec_facet(spec_name: str) -> Facet:
 def config_facets(spec_names: Sequence[str]) -> list[Facet]:
     """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml)."""
     return [*STATIC_FACETS, *([ANN_SETTINGS] if spec_names else []), *(ann_spec_facet(name) for name in spec_names),
-            *TASK_FACETS]
+            *TASK_FACETS, TASK_COMPARISON]
 
 
 def facet_deps(*facets: Facet) -> list[dg.AssetKey]:

@@ -132,7 +132,10 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
               else pl.DataFrame(schema=TASK_TABLE_SCHEMAS[name]) for name, frames in parts.items()}
     paired = dataset_verdicts(tables["task_comparisons"], pl.DataFrame(schema=HSD_SCHEMA), power=comparison.power,
                               detectable_delta=comparison.detectable_delta)
-    return TaskSummary(tables, [v.as_dict() for v in paired] + verdicts, skipped)
+    tasks = {name: spec.task for name, spec in config.task_datasets.items()}
+    # A task dataset has several systems (kNN and probe, nearest/margin/CSLS): say which one.
+    paired_verdicts = [{**v.as_dict(), "text": f"[{tasks[v.dataset]}, {v.system}] {v.text}"} for v in paired]
+    return TaskSummary(tables, paired_verdicts + verdicts, skipped)
 
 
 def statistic_verdicts(statistics: pl.DataFrame, metric: str, task: str) -> list[dict[str, Any]]:

@@ -68,7 +68,7 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         **{f"task_{f}": sorted([f"config/{f}_datasets", "config/model_card", f"frozen_{f}_dataset"])
            for f in TASK_FAMILIES},
         **{f"pair_sanity_{f}": ["config/resampling", f"frozen_{f}_dataset", f"task_{f}"] for f in PAIR_FAMILIES},
-        "task_comparisons": sorted(["config/comparison", "pair_sanity", *(f"task_{f}" for f in TASK_FAMILIES),
+        "task_comparisons": sorted(["config/task_comparison", "pair_sanity", *(f"task_{f}" for f in TASK_FAMILIES),
                                     *(f"pair_sanity_{f}" for f in PAIR_FAMILIES)]),
         **{ann_asset_name(spec): sorted([f"config/{ann_asset_name(spec)}", "config/ann_settings", "config/conventions",
                                          "config/resampling", "document_embeddings", "exact_topk", "frozen_dataset",
@@ -81,7 +81,8 @@ def test_definitions_load_with_lineage_partitions_and_automation():
     facets = {key.to_user_string() for key in graph.get_all_asset_keys() if graph.get(key).is_observable}
     assert facets == {f"config/{name}" for name in (
         "model_card", "run_settings", "dataset_source", "search", "measures", "conventions", "resampling", "comparison",
-        "ann_settings", *(ann_asset_name(spec) for spec in SPECS), *(f"{f}_datasets" for f in TASK_FAMILIES))}
+        "ann_settings", *(ann_asset_name(spec) for spec in SPECS), *(f"{f}_datasets" for f in TASK_FAMILIES),
+        "task_comparison")}
     assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {
         CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary", "l2_tasks"}
     assert {s.name for s in repository.sensor_defs} == {"config_sensor", "evaluation_automation"}

@@ -7,6 +7,7 @@ import yaml
 from graph_helpers import plan_and_automation, quick_protocol
 
 from embedpyramid.config import load_config
+from pipelines.freshness import observe_config
 from pipelines.graph import build_definitions
 from pipelines.partitions import (
     TASK_FAMILIES,
@@ -33,7 +34,9 @@ def materialize_tasks(folder, data, instance, encoders, datasets=None):
     """Freeze every task dataset of the folder, then evaluate each (card, dataset): the frozen
     asset, the task and its pair sanity, through the real graph."""
     config = load_config(folder)
+    # What the config sensor does first: register the partitions, report the facets' versions.
     apply_partition_sync(instance, config, delete=False)
+    observe_config(instance, config)
     defs = build_definitions(folder, data)
     resources = {"project": ProjectResource(configs_dir=str(folder), data_dir=str(data)), "encoders": encoders}
     assets = list(defs.assets)
@@ -64,15 +67,16 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
     encoders = EncoderRegistry()
     config = load_config(folder)
     minilm, use = config.models["minilm-l6"].key, config.models["use-m3"].key
-    # Retrieval and its pair sanity through the CLI's runner; the task families on their own partitions.
+    # The task families on their own partitions, then retrieval, its pair sanity and the summaries
+    # through the CLI's runner.
+    materialize_tasks(folder, data, instance, encoders)
+    assert instance.get_dynamic_partitions(task_datasets_name("bitext")) == ["django-ko"]
     first = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
     assert first.failures == [] and sorted(first.materialized) == sorted([(minilm, "tiny"), (use, "tiny")])
-    assert instance.get_dynamic_partitions(task_datasets_name("bitext")) == ["django-ko"]
-    materialize_tasks(folder, data, instance, encoders)
-    assert run_pipeline(folder, data, instance=instance, log=lambda _line: None).summary_built
+    assert first.summary_built
 
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
-        def value(dataset, model, system, metric, subset="all", split="all"):
+        def value(dataset, model, system, metric, subset="all", split="test"):
             return con.execute(
                 "SELECT value FROM task_summary WHERE dataset = ? AND model = ? AND system = ? AND metric = ? "
                 "AND subset = ? AND split = ?", [dataset, model, system, metric, subset, split]).fetchone()[0]
@@ -104,19 +108,22 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
                     "L2 Pair classification (duplicates): duplicates"):
         assert f"## {heading}" in report
     verdict = report.split("## Contents")[0]
-    assert "django-ko" in verdict and "lee-sts (sts, spearman" in verdict
+    assert f"[bitext, csls] django-ko · accuracy over 263 queries: {use} wins" in verdict
+    assert "lee-sts (sts, spearman over 1,225 items)" in verdict
 
     # A new task dataset: retrieval stays fresh, only the new family's dataset is frozen first.
     write(folder, {**tiny, **TASKS, **CLUSTERS})
     planned, requested, changes = plan_and_automation(folder, data, instance)
-    assert changes == ["config/clustering_datasets [clusters]"]
+    assert changes == ["config/clustering_datasets [clusters]", "config/task_comparison"]
     assert not [item for item in planned if item[1] is not None]
+    # The summary is stale (a new task dataset) but waits while the new partitions are evaluated.
     assert requested == {("frozen_clustering_dataset", "clusters")}
     materialize_tasks(folder, data, instance, encoders, datasets={"clusters"})
-    assert run_pipeline(folder, data, instance=instance, log=lambda _line: None).materialized == []
+    rerun = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
+    assert rerun.materialized == [] and rerun.summary_built
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
         rows = con.execute("SELECT model, value, sd, n_seeds FROM task_summary WHERE dataset = 'clusters' "
-                           "AND metric = 'v_measure'").fetchall()
+                           "AND metric = 'v_measure' AND subset = 'all'").fetchall()
     assert len(rows) == 2 and all(0.2 < v < 1.0 and sd is not None and n == 2 for _, v, sd, n in rows)
     assert "## L2 Clustering: clusters" in (data / "report" / "report.md").read_text()
 
