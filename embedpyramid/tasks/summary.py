@@ -134,7 +134,10 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
                               detectable_delta=comparison.detectable_delta)
     tasks = {name: spec.task for name, spec in config.task_datasets.items()}
     # A task dataset has several systems (kNN and probe, nearest/margin/CSLS): say which one.
-    paired_verdicts = [{**v.as_dict(), "text": f"[{tasks[v.dataset]}, {v.system}] {v.text}"} for v in paired]
+    paired_verdicts = []
+    for verdict in paired:
+        row = verdict.as_dict()
+        paired_verdicts.append({**row, "text": f"[{tasks[verdict.dataset]}, {verdict.system}] {row['text']}"})
     return TaskSummary(tables, paired_verdicts + verdicts, skipped)
 
 
