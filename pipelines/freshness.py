@@ -9,8 +9,9 @@ Everything a number depends on reaches Dagster as a version:
   observable source asset under ``config/`` (group ``config``) whose data version is the sha256
   of the fragment: the card of each model (its data version *is* the card hash), the source of each
   dataset, the search depth, the measures, each dataset's metric conventions, the resampling
-  settings, the comparison settings, the ANN settings and each index spec. Facets are
-  partitioned like their fragment (per card name, per dataset, or not at all), so an edit makes
+  settings, the comparison settings, the ANN settings and each index spec, each task dataset's
+  entry (one facet per L2 task family) and the task summary's settings. Facets are partitioned
+  like their fragment (per card name, per dataset, per task family's dataset, or not at all), so an edit makes
   exactly the right partitions stale, with the cause "config/<facet> [partition] has a new data
   version".
 
