@@ -30,6 +30,7 @@ from pipelines.partitions import (
     TASK_FAMILIES,
     ann_asset_name,
     model_dataset_key,
+    task_datasets_name,
 )
 from pipelines.runner import run_pipeline
 from resources import ProjectResource
@@ -307,7 +308,7 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     for field, value in (("query_prompt", "query: "), ("normalize", False), ("dimension", 128)):
         changed = {**default_models, "minilm-l6": {**minilm, field: value}}
         report = small_run(write_configs, small_chatterbot, changed, instance, data, f"c-{field}",
-                           changes=["config/model_card [minilm-l6]", "config/comparison"])
+                           changes=["config/model_card [minilm-l6]", "config/comparison", "config/task_comparison"])
         new_key = load_config(tmp_path / f"c-{field}").models["minilm-l6"].key
         assert report.materialized == [(new_key, "chatterbot-small")], field
         assert sorted(report.encoded) == [(new_key, "chatterbot-small", kind) for kind in ("document", "query")]
@@ -413,6 +414,9 @@ def test_sensor_registers_cards_reports_config_and_drops_only_what_its_folder_re
         ("AddDynamicPartitionsRequest", MODELS): sorted(default_models),
         ("DeleteDynamicPartitionsRequest", MODELS): ["retired"],
         ("AddDynamicPartitionsRequest", DATASETS): ["chatterbot-en"],
+        # The L2 task families: each its own partition set of the default task datasets.
+        **{("AddDynamicPartitionsRequest", task_datasets_name(family)): sorted(load_config(folder).family_datasets(family))
+           for family in TASK_FAMILIES},
     }
     observed = {(event.asset_key.to_user_string(), event.partition) for event in result.asset_events}
     assert ("config/model_card", "minilm-l6") in observed and ("config/search", None) in observed
