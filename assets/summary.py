@@ -48,7 +48,8 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 
 
 @dg.asset(
-    deps=["retrieval_metrics", "comparisons", "efficiency", "benchmark_transfer", *facet_deps(COMPARISON)],
+    deps=["retrieval_metrics", "comparisons", "efficiency", "benchmark_transfer", "task_comparisons",
+          *facet_deps(COMPARISON)],
     group_name="summary",
     code_version="4",
     kinds={"duckdb"},
@@ -61,13 +62,15 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     metrics (in per_query_metrics), answers, judgements and grade tables."""
     from embedpyramid.downstream.summary import per_query_path, results_views
     from embedpyramid.reports.summary import evaluated_partitions, results_tables
+    from embedpyramid.tasks.summary import task_results_tables
 
     store = project.store
     partitions, missing = evaluated_partitions(project.config, store)
     if missing:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
     downstream = per_query_path(store) if project.config.downstream else None
-    views = {**results_tables(store), **(results_views(store) if project.config.downstream else {})}
+    views = {**results_tables(store), **task_results_tables(store),
+             **(results_views(store) if project.config.downstream else {})}
     path = build_results_db(store.results_db, partitions, views,
                             quality_metric=project.config.protocol.comparison.report_metric,
                             extra_metrics=[downstream] if downstream else [])
@@ -89,7 +92,8 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
 
     @dg.asset(
         deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
-              *(["serving_frontier"] if with_serving else []), "benchmark_transfer", *facet_deps(COMPARISON)],
+              *(["serving_frontier"] if with_serving else []), "benchmark_transfer", "task_comparisons",
+              *facet_deps(COMPARISON)],
         group_name="summary",
         code_version="5",
         kinds={"html"},

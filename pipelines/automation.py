@@ -23,12 +23,12 @@ import dagster as dg
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
 from pipelines.freshness import CONFIG, config_observations
 from pipelines.instance import bound_to, read_binding
-from pipelines.partitions import DATASETS, partition_sync
+from pipelines.partitions import DATASETS, TASK_FAMILIES, partition_sync, task_family_assets
 from resources import ProjectResource
 
 CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
 CONFIG_CHECK = "loads"
-SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "benchmark_transfer"]
+SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "benchmark_transfer", "task_comparisons"]
 # Further cross-model (unpartitioned) assets of a level that run with the summaries carry this tag
 # (L6's grade_analysis): the summary job and `embedpyramid run` pick them up.
 STAGE_TAG, SUMMARY_STAGE = "embedpyramid/stage", "summary"
@@ -101,8 +101,10 @@ summary_job = dg.define_asset_job(
     description="Recompute the comparisons, results.duckdb, the report and the other cross-model summaries",
 )
 evaluation_job = dg.define_asset_job(
-    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset") - summary_selection,
-    description="Evaluate one (model, dataset) partition: embeddings, L2, L1, L4 and (with judge.yaml) L6.",
+    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset") - summary_selection
+    # The L2 task families are partitioned by their own datasets: the automation evaluates them.
+    - dg.AssetSelection.assets(*(name for family in TASK_FAMILIES for name in task_family_assets(family))),
+    description="Evaluate one (model, dataset) partition: embeddings, L2 retrieval, L1, L4 and (with judge.yaml) L6.",
 )
 
 

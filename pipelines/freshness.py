@@ -9,8 +9,9 @@ Everything a number depends on reaches Dagster as a version:
   observable source asset under ``config/`` (group ``config``) whose data version is the sha256
   of the fragment: the card of each model (its data version *is* the card hash), the source of each
   dataset, the search depth, the measures, each dataset's metric conventions, the resampling
-  settings, the comparison settings, the ANN settings and each index spec. Facets are
-  partitioned like their fragment (per card name, per dataset, or not at all), so an edit makes
+  settings, the comparison settings, the ANN settings and each index spec, each task dataset's
+  entry (one facet per L2 task family) and the task summary's settings. Facets are partitioned
+  like their fragment (per card name, per dataset, per task family's dataset, or not at all), so an edit makes
   exactly the right partitions stale, with the cause "config/<facet> [partition] has a new data
   version".
 
@@ -46,7 +47,14 @@ from embedpyramid.config import ProjectConfig, has_data
 from embedpyramid.config.base import resolve_path
 from embedpyramid.data import source_files
 from embedpyramid.hashing import sha256_json
-from pipelines.partitions import ann_asset_name, dataset_partitions, model_partitions
+from pipelines.partitions import (
+    TASK_FAMILIES,
+    ann_asset_name,
+    dataset_partitions,
+    model_partitions,
+    task_dataset_partitions,
+    task_datasets_name,
+)
 
 CONFIG = "config"
 State = Literal["fresh", "stale", "missing", "failed"]
@@ -58,13 +66,14 @@ class Facet:
 
     ``fragment(config, partition)`` cuts the fragment out of a loaded config (``partition`` is
     the card name or dataset for partitioned facets, None otherwise); its sha256 is the data
-    version. ``partitioned_by`` is ``"model"``, ``"dataset"`` or None.
+    version. ``partitioned_by`` is ``"model"``, ``"dataset"``, a task family (its datasets, e.g.
+    ``"bitext"``) or None.
     """
 
     name: str
     description: str
     fragment: Callable[[ProjectConfig, str | None], Any]
-    partitioned_by: Literal["model", "dataset"] | None = None
+    partitioned_by: str | None = None
 
     @property
     def key(self) -> dg.AssetKey:
@@ -73,7 +82,8 @@ class Facet:
     def source_asset(self) -> dg.SourceAsset:
         """The observable source asset; observing it (the UI's "Observe sources") reads the
         config folder of the ``project`` resource."""
-        partitions = {"model": model_partitions, "dataset": dataset_partitions, None: None}[self.partitioned_by]
+        partitions = {"model": model_partitions, "dataset": dataset_partitions, None: None,
+                      **task_dataset_partitions}[self.partitioned_by]
 
         def observe(context: dg.OpExecutionContext) -> dg.DataVersion | dg.DataVersionsByPartition:
             config = context.resources.project.config
@@ -95,6 +105,8 @@ class Facet:
             return list(config.models)
         if self.partitioned_by == "dataset":
             return [name for name, spec in config.datasets.items() if has_data(spec)]
+        if self.partitioned_by in task_dataset_partitions:
+            return config.family_datasets(self.partitioned_by)
         return [None]
 
     def version(self, config: ProjectConfig, partition: str | None) -> tuple[str, Any]:
@@ -216,6 +228,40 @@ STATIC_FACETS = (MODEL_CARD, RUN_SETTINGS, DATASET_SOURCE, SEARCH, MEASURES, CON
                  REFERENCES, TRANSFER)
 
 
+def _task_dataset(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:
+    """A task dataset's entry (loader, source, slices, the family's settings block) and the size
+    and mtime of its source file, if it names one."""
+    spec = config.task_dataset(str(dataset))
+    files = []
+    if isinstance(path := getattr(spec, "path", None), str):
+        source = resolve_path(config.directory, path)
+        files = [[str(source), source.stat().st_size, source.stat().st_mtime_ns] if source.is_file()
+                 else f"missing: {source}"]
+    return {"entry": spec.model_dump(mode="json"), "files": files}
+
+
+TASK_FACETS = tuple(Facet(
+    task_datasets_name(family),
+    f"Each {family} dataset's datasets.yaml entry (loader, source, slices, group column and its `{family}:` "
+    "settings block with every seed) and the size and mtime of its source file: an edit makes only that "
+    f"dataset's {family} partitions stale.",
+    _task_dataset,
+    family,
+) for family in TASK_FAMILIES)
+"""One facet per L2 task family, partitioned by that family's datasets."""
+TASK_COMPARISON = Facet(
+    "task_comparison",
+    "What the task summary compares: each task dataset's comparison settings (baseline, resampling, tests, slices, "
+    "group column), the datasets whose pair sanity it gathers and the cards in models.yaml. A new task dataset or "
+    "card makes the summary stale; it waits until their partitions are evaluated.",
+    lambda config, _: {
+        "task_datasets": {name: asdict(config.comparison_settings(name)) for name in config.task_datasets},
+        "datasets": list(config.datasets),
+        "cards": sorted(model.key for model in config.models.values()),
+    },
+)
+
+
 def ann_spec_facet(spec_name: str) -> Facet:
     """The facet of one index spec of ann.yaml: its asset depends on it alone among the specs."""
     return Facet(
@@ -226,10 +272,10 @@ def ann_spec_facet(spec_name: str) -> Facet:
 
 
 def config_facets(spec_names: Sequence[str], *, downstream: bool = False) -> list[Facet]:
-    """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml), with
-    ``JUDGE`` when it has a judge.yaml (``downstream``)."""
+    """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml), the
+    task families' facets, and ``JUDGE`` when it has a judge.yaml (``downstream``)."""
     return [*STATIC_FACETS, *([ANN_SETTINGS] if spec_names else []), *(ann_spec_facet(name) for name in spec_names),
-            *([JUDGE] if downstream else [])]
+            *TASK_FACETS, TASK_COMPARISON, *([JUDGE] if downstream else [])]
 
 
 def facet_deps(*facets: Facet) -> list[dg.AssetKey]:

@@ -15,6 +15,7 @@ from assets.geometry import norm_geometry, normalization_price
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.serving import serving_assets
 from assets.summary import comparisons, report_asset, results_db
+from assets.tasks import TASK_ASSETS
 from assets.transfer import benchmark_transfer
 from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
@@ -28,6 +29,7 @@ ASSETS = [
     raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price, efficiency,
     comparisons, results_db,
     benchmark_transfer,
+    *TASK_ASSETS,
 ]
 
 

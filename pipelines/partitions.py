@@ -65,12 +65,37 @@ def partition_sync(instance: dg.DagsterInstance, config: ProjectConfig) -> dict[
     or dataset that left the config is deleted as a partition; its materialization history and
     artefacts stay. Callers delete only for the config the instance is bound to.
     """
-    wanted = {MODELS: list(config.models), DATASETS: [name for name, spec in config.datasets.items() if has_data(spec)]}
+    wanted = {MODELS: list(config.models), DATASETS: [name for name, spec in config.datasets.items() if has_data(spec)],
+              **{task_datasets_name(family): config.family_datasets(family) for family in TASK_FAMILIES}}
     changes = {}
     for name, keys in wanted.items():
         existing = set(instance.get_dynamic_partitions(name))
         changes[name] = ([k for k in keys if k not in existing], sorted(existing - set(keys)))
     return changes
+
+
+TASK_FAMILIES = ("sts", "pair_classification", "classification", "clustering", "bitext")
+"""The L2 task families beside retrieval: each has its own dynamic set of datasets, so adding a
+task dataset adds partitions to that family's assets alone (never to retrieval's)."""
+PAIR_FAMILIES = ("sts", "pair_classification", "bitext")
+"""The task families whose datasets have pairs (each has an L1 pair sanity asset)."""
+
+
+def task_family_assets(family: str) -> list[str]:
+    """The assets on one family's partitions: its frozen datasets, its task, its pair sanity."""
+    return [f"frozen_{family}_dataset", f"task_{family}", *([f"pair_sanity_{family}"] if family in PAIR_FAMILIES else [])]
+
+
+def task_datasets_name(family: str) -> str:
+    """The dynamic partition set of one task family's datasets (``sts_datasets``)."""
+    return f"{family}_datasets"
+
+
+task_dataset_partitions = {family: dg.DynamicPartitionsDefinition(name=task_datasets_name(family))
+                           for family in TASK_FAMILIES}
+task_partitions = {family: dg.MultiPartitionsDefinition({"model": model_partitions, "dataset": partitions})
+                   for family, partitions in task_dataset_partitions.items()}
+"""Per task family: model × that family's datasets (keys are card names and dataset names)."""
 
 
 def apply_partition_sync(instance: dg.DagsterInstance, config: ProjectConfig, *, delete: bool) -> list[str]:

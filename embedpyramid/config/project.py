@@ -40,11 +40,13 @@ class ProjectConfig:
         return self.models[self.protocol.comparison.baseline or next(iter(self.models))]
 
     def comparison_settings(self, dataset: str) -> ComparisonSettings:
-        """The paired-comparison settings for one dataset (its slices and resampling groups)."""
+        """The paired-comparison settings for one dataset, retrieval or task (its slices and
+        resampling groups)."""
         # Imported here: the statistics stack (scipy) is not needed to read a config.
         from embedpyramid.stats.compare import ComparisonSettings
 
-        spec, comparison = self.dataset(dataset), self.protocol.comparison
+        spec = self.task_dataset(dataset) if dataset in self.task_datasets else self.dataset(dataset)
+        comparison = self.protocol.comparison
         return ComparisonSettings(
             baseline=self.baseline.key, all_pairs=comparison.all_pairs, n_resamples=comparison.n_resamples,
             n_permutations=comparison.n_permutations, seed=comparison.seed, confidence=comparison.confidence,
@@ -72,6 +74,10 @@ class ProjectConfig:
                 f"dataset {name!r} is not in {self.directory / 'datasets.yaml'} "
                 f"(known: {', '.join(self.datasets)})"
             ) from None
+
+    def family_datasets(self, family: str) -> list[str]:
+        """The task datasets that declare ``task: <family>``, in file order."""
+        return [name for name, spec in self.task_datasets.items() if spec.task == family]
 
     def task_dataset(self, name: str) -> AnyDataset:
         try:

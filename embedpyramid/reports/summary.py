@@ -45,6 +45,7 @@ from embedpyramid.stats.compare import (
     tukey_hsd_tables,
 )
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.tasks.summary import read_task_summary, task_report_sections, tasks_summary_dir
 from embedpyramid.transfer.level import report_sections as transfer_sections
 from embedpyramid.transfer.level import transfer_dir, transfer_views
 
@@ -231,13 +232,15 @@ def build_report(
                 sections.append(l4_section(store, dataset, model.key))
         if config.downstream:
             sections.extend(l6_sections(store, dataset))
+    task_summary = read_task_summary(tasks_summary_dir(store))
+    sections.extend(task_report_sections(config, task_summary))
     sections.extend(transfer_sections(transfer_dir(store)))
     cards = [{"model": m.key, "card": m.hashed_fields(), "run": m.card.run.model_dump()} for m in config.models.values()]
     return write_report(store.report_dir, ComparisonReport(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
         deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
         title="Embedding model evaluation", sections=tuple(sections),
-        verdicts=tuple(verdict["text"] for verdict in tables.verdicts),
+        verdicts=tuple(verdict["text"] for verdict in [*tables.verdicts, *(task_summary.verdicts if task_summary else [])]),
         hsd=tables.hsd, hsd_pairs=tables.hsd_pairs, floor=tables.random_floor,
         notes=tuple(_tie_notes(conventions)),
         environment=(environment_section(cards, datasets, conventions),),

@@ -11,6 +11,7 @@ numbers never travel without them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,10 @@ from embedpyramid.config import (
     ClusteringSettings,
     DatasetEntry,
     PairClassificationSettings,
+    ResolvedModel,
 )
-from embedpyramid.data import FrozenDataset
+from embedpyramid.data import FrozenDataset, task_encoding_inputs
+from embedpyramid.encode import EmbeddingTable, Encoder, Progress, embed_table, read_embeddings
 from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata, write_parquet
 from embedpyramid.tasks.bitext import compare_bitext, evaluate_bitext
 from embedpyramid.tasks.classification import compare_classification, evaluate_classification
@@ -48,6 +51,18 @@ _COMPARE = {
 
 def tasks_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
     return store.root / "tasks" / dataset / model_key
+
+
+def task_vectors(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, spec: DatasetEntry,
+                 encoder: Callable[[], Encoder], progress: Progress | None = None) -> tuple[TextVectors, EmbeddingTable]:
+    """The card's vectors of every text of a frozen task dataset, through the content-addressed
+    embedding cache (encoded with the card's prompt for the settings' ``text_kind`` on a miss;
+    ``encoder`` is a factory, so a hit never loads the model)."""
+    settings = spec.task_settings
+    kind = settings.text_kind if settings is not None else "query"
+    table = embed_table(store, model, kind, task_encoding_inputs(frozen), encoder, progress)
+    ids, vectors = read_embeddings(table.path)
+    return TextVectors(ids, vectors), table
 
 
 def evaluate_task(spec: DatasetEntry, frozen: FrozenDataset, vectors: TextVectors, *, dataset: str,

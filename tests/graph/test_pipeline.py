@@ -23,7 +23,15 @@ from pipelines.automation import config_sensor
 from pipelines.definitions import defs
 from pipelines.freshness import CONFIG
 from pipelines.instance import bind
-from pipelines.partitions import DATASETS, MODELS, ann_asset_name, model_dataset_key
+from pipelines.partitions import (
+    DATASETS,
+    MODELS,
+    PAIR_FAMILIES,
+    TASK_FAMILIES,
+    ann_asset_name,
+    model_dataset_key,
+    task_datasets_name,
+)
 from pipelines.runner import run_pipeline
 from resources import ProjectResource
 
@@ -55,27 +63,37 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "efficiency": ["config/resampling", "config/run_settings", "document_embeddings", "exact_topk",
                        "query_embeddings"],
         "comparisons": ["config/comparison", "downstream_answers", "retrieval_metrics"],
-        "results_db": ["benchmark_transfer", "comparisons", "config/comparison", "efficiency", "grade_analysis",
-                       "retrieval_metrics"],
+        "results_db": sorted(["benchmark_transfer", "comparisons", "config/comparison", "efficiency", "grade_analysis",
+                              "retrieval_metrics", "task_comparisons"]),
         "benchmark_transfer": ["config/comparison", "config/resampling", "config/transfer", "retrieval_metrics",
                                "task_sts"],
+        "pair_sanity": ["config/conventions", "config/resampling", "document_embeddings", "frozen_dataset",
+                        "query_embeddings"],
+        **{f"frozen_{f}_dataset": [f"config/{f}_datasets"] for f in TASK_FAMILIES},
+        **{f"task_{f}": sorted([f"config/{f}_datasets", "config/model_card", f"frozen_{f}_dataset"])
+           for f in TASK_FAMILIES},
+        **{f"pair_sanity_{f}": ["config/resampling", f"frozen_{f}_dataset", f"task_{f}"] for f in PAIR_FAMILIES},
+        "task_comparisons": sorted(["config/task_comparison", "pair_sanity", *(f"task_{f}" for f in TASK_FAMILIES),
+                                    *(f"pair_sanity_{f}" for f in PAIR_FAMILIES)]),
         **{ann_asset_name(spec): sorted([f"config/{ann_asset_name(spec)}", "config/ann_settings", "config/conventions",
                                          "config/resampling", "document_embeddings", "exact_topk", "frozen_dataset",
                                          "query_embeddings"])
            for spec in SPECS},
         "serving_frontier": sorted(["config/ann_settings", *(ann_asset_name(spec) for spec in SPECS)]),
-        "comparison_report": ["benchmark_transfer", "comparisons", "config/comparison", "grade_analysis",
-                              "norm_geometry", "normalization_price", "results_db", "serving_frontier"],
+        "comparison_report": sorted(["benchmark_transfer", "comparisons", "config/comparison", "grade_analysis",
+                                     "norm_geometry", "normalization_price", "results_db", "serving_frontier",
+                                     "task_comparisons"]),
         "downstream_answers": ["config/conventions", "config/judge", "exact_topk", "frozen_dataset"],
         "grade_analysis": ["config/comparison", "config/judge", "downstream_answers"],
     }
     facets = {key.to_user_string() for key in graph.get_all_asset_keys() if graph.get(key).is_observable}
     assert facets == {f"config/{name}" for name in (
         "model_card", "run_settings", "dataset_source", "search", "measures", "conventions", "resampling", "comparison",
-        "references", "transfer", "ann_settings", *(ann_asset_name(spec) for spec in SPECS), "judge")}
+        "references", "transfer", "ann_settings", *(ann_asset_name(spec) for spec in SPECS), "judge",
+        *(f"{f}_datasets" for f in TASK_FAMILIES), "task_comparison")}
     assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {
-        CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary", "l3_transfer",
-        "l6_downstream", "default"}  # default: task_sts, an external asset until the L2 task families are wired
+        CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary", "l2_tasks",
+        "l3_transfer", "l6_downstream"}
     assert {s.name for s in repository.sensor_defs} == {"config_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
     for key in graph.get_all_asset_keys():
@@ -302,7 +320,7 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     for field, value in (("query_prompt", "query: "), ("normalize", False), ("dimension", 128)):
         changed = {**default_models, "minilm-l6": {**minilm, field: value}}
         report = small_run(write_configs, small_chatterbot, changed, instance, data, f"c-{field}",
-                           changes=["config/model_card [minilm-l6]", "config/comparison"])
+                           changes=["config/model_card [minilm-l6]", "config/comparison", "config/task_comparison"])
         new_key = load_config(tmp_path / f"c-{field}").models["minilm-l6"].key
         assert report.materialized == [(new_key, "chatterbot-small")], field
         assert sorted(report.encoded) == [(new_key, "chatterbot-small", kind) for kind in ("document", "query")]
@@ -325,12 +343,13 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
 
     protocol = {**default_section("protocol"), "comparison": {**default_section("protocol")["comparison"], "seed": 7}}
     reseeded = small_run(write_configs, small_chatterbot, default_models, instance, data, "c-seed", protocol=protocol)
-    # The comparison seed also seeds the L1 price intervals and the latency sample of the
-    # efficiency measurements: those and the summary move, nothing else.
+    # The comparison seed also seeds the L1 price intervals, the random pairs of L1 pair sanity
+    # and the latency sample of the efficiency measurements: those and the summary move, nothing else.
     assert (reseeded.encoded, reseeded.skipped, reseeded.summary_built) == ([], [], True)
     keys = [load_config(tmp_path / "c-seed").models[m].key for m in default_models]
     assert sorted(reseeded.assets) == sorted((key, "chatterbot-small", asset) for key in keys
-                                             for asset in ("norm_geometry", "normalization_price", "efficiency"))
+                                             for asset in ("norm_geometry", "normalization_price", "efficiency",
+                                                           "pair_sanity"))
     assert pl.read_parquet(data / "comparisons" / "comparisons.parquet")["seed"].unique().to_list() == [7]
 
     protocol = {**protocol, "k_values": [1, 3, 5, 10, 20, 100]}
@@ -407,6 +426,9 @@ def test_sensor_registers_cards_reports_config_and_drops_only_what_its_folder_re
         ("AddDynamicPartitionsRequest", MODELS): sorted(default_models),
         ("DeleteDynamicPartitionsRequest", MODELS): ["retired"],
         ("AddDynamicPartitionsRequest", DATASETS): ["chatterbot-en"],
+        # The L2 task families: each its own partition set of the default task datasets.
+        **{("AddDynamicPartitionsRequest", task_datasets_name(family)): sorted(load_config(folder).family_datasets(family))
+           for family in TASK_FAMILIES},
     }
     observed = {(event.asset_key.to_user_string(), event.partition) for event in result.asset_events}
     assert ("config/model_card", "minilm-l6") in observed and ("config/search", None) in observed

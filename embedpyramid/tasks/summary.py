@@ -1,0 +1,234 @@
+"""The cross-model summary of the L2 task families and of L1 pair sanity: every evaluated
+(model, task dataset) gathered into one table per kind, the paired comparisons of the per-item
+rows (the same :func:`~embedpyramid.stats.compare.compare_models` as retrieval: bootstrap CI,
+d_z, sign-flip and t tests, Holm within the confirmatory family, verdicts), the whole-set
+statistic comparisons of :func:`~embedpyramid.tasks.level.compare_task`, and the report sections.
+
+The per-item metric of every family that has per-item rows is ``accuracy`` (pair
+classification, classification, bitext): it is the confirmatory metric of a task dataset, so
+each (dataset, system) gets a verdict. STS and clustering have no per-item mean (a correlation,
+a clustering score): their verdict reads the statistic bootstrap of the primary statistic
+(``spearman``, ``v_measure``), unadjusted, and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from embedpyramid.config import ProjectConfig
+from embedpyramid.data import open_frozen
+from embedpyramid.geometry.level import l1_dir
+from embedpyramid.reports.report import ReportSection
+from embedpyramid.reports.tables import comparison_summary
+from embedpyramid.reports.verdict import dataset_verdicts
+from embedpyramid.retrieval.level import PER_QUERY_SCHEMA
+from embedpyramid.stats.compare import COMPARISON_SCHEMA, HSD_SCHEMA, compare_models
+from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA
+from embedpyramid.tasks.level import compare_task, read_task_result, task_groups, task_items, tasks_dir
+
+PER_ITEM_METRIC = "accuracy"
+"""The per-item metric of the families that have per-item rows: their confirmatory metric."""
+PRIMARY_STATISTIC = {"sts": "spearman", "clustering": "v_measure"}
+"""The statistic a family without per-item rows is judged by."""
+PAIR_SANITY_FILE = "pair_sanity.json"
+PAIR_SANITY_SCHEMA: dict[str, pl.DataType] = {
+    "dataset": pl.String(), "model": pl.String(), "task": pl.String(), "auc": pl.Float64(),
+    "n_similar": pl.Int64(), "n_random": pl.Int64(), "similar_mean_cosine": pl.Float64(),
+    "random_mean_cosine": pl.Float64(), "warning": pl.String(), "definition": pl.String(), "seed": pl.Int64(),
+}
+TASK_TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "task_per_item": PER_QUERY_SCHEMA, "task_summary": SUMMARY_SCHEMA, "task_comparisons": COMPARISON_SCHEMA,
+    "task_statistic_comparisons": STATISTIC_COMPARISON_SCHEMA, "pair_sanity": PAIR_SANITY_SCHEMA,
+}
+"""The tables of the task summary, each also a view of ``results.duckdb`` under the same name."""
+TASK_VERDICT_FILE = "task_verdict.json"
+FAMILY_TITLES = {
+    "sts": ("Semantic similarity (STS)", "Cosine of the two texts against the human score: Spearman (primary) and "
+            "Pearson. A correlation is not a mean of per-pair values, so models are compared by a paired bootstrap "
+            "of the correlation difference over pairs."),
+    "pair_classification": ("Pair classification (duplicates)", "cosine >= threshold is a duplicate: average "
+                            "precision (threshold-free), and F1/accuracy/precision/recall at the threshold chosen on "
+                            "the dev split and applied unchanged to test (split says which). Per item: a test pair "
+                            "classified correctly."),
+    "classification": ("Classification on frozen embeddings", "kNN (cosine) and a logistic-regression probe (C by "
+                       "inner CV on the training folds only), accuracy and macro-F1, mean ± sd over seeds of "
+                       "repeated stratified k-fold CV. Per item: the share of seeds it is classified correctly."),
+    "clustering": ("Clustering", "k-means with k = the number of gold classes, V-measure, ARI and AMI as mean ± sd "
+                   "over the k-means seeds; compared by a paired bootstrap of the seed-mean statistic over items."),
+    "bitext": ("Bitext mining", "Each source sentence's translation among all targets of its language pair: "
+               "nearest neighbour, ratio margin and CSLS; accuracy, F1 and the hubness (k-occurrence skew) per "
+               "language pair. Per item: a source matched to its translation."),
+}
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """The tables of :data:`TASK_TABLE_SCHEMAS`, the verdicts (dicts with a ``text``) and what
+    could not be compared."""
+
+    tables: dict[str, pl.DataFrame]
+    verdicts: list[dict[str, Any]]
+    skipped: list[str]
+
+    def write(self, directory: Path) -> dict[str, Path]:
+        paths = {name: write_parquet(frame.to_arrow(), directory / f"{name}.parquet")
+                 for name, frame in self.tables.items()}
+        paths["verdict"] = write_json(self.verdicts, directory / TASK_VERDICT_FILE)
+        return paths
+
+
+def tasks_summary_dir(store: ArtifactStore) -> Path:
+    return store.comparisons_dir / "tasks"
+
+
+def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
+    """Gather every evaluated (card, task dataset) and L1 pair sanity result of the current cards,
+    and compare each model with the baseline on every task dataset where both are evaluated."""
+    comparison = config.protocol.comparison
+    baseline = config.baseline.key
+    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in TASK_TABLE_SCHEMAS}
+    verdicts: list[dict[str, Any]] = []
+    skipped = []
+    for dataset, spec in config.task_datasets.items():
+        results = {model.key: read_task_result(directory) for model in config.models.values()
+                   if ((directory := tasks_dir(store, dataset, model.key)) / "summary.parquet").is_file()}
+        if not results:
+            continue
+        parts["task_per_item"] += [result.per_item for result in results.values()]
+        parts["task_summary"] += [result.summary for result in results.values()]
+        if baseline not in results or len(results) < 2:
+            skipped.append(f"{dataset}: needs the baseline {baseline} and another evaluated model "
+                           f"(evaluated: {', '.join(sorted(results))})")
+            continue
+        items = task_items(open_frozen(store.dataset_dir(dataset)), spec)
+        per_item = pl.concat([result.per_item for result in results.values()])
+        if per_item.height:
+            settings = replace(config.comparison_settings(dataset), report_metric=PER_ITEM_METRIC, length_buckets=())
+            parts["task_comparisons"].append(compare_models(per_item, items, settings))
+        for key in sorted(results):
+            if key != baseline:
+                statistics = compare_task(spec.task, results[baseline].predictions, results[key].predictions,
+                                          n_resamples=comparison.n_resamples, confidence=comparison.confidence,
+                                          seed=comparison.seed, groups=task_groups(items, spec))
+                parts["task_statistic_comparisons"].append(statistics)
+                if spec.task in PRIMARY_STATISTIC:
+                    verdicts += statistic_verdicts(statistics, PRIMARY_STATISTIC[spec.task], spec.task)
+    for dataset in [*config.datasets, *config.task_datasets]:
+        task = config.task_datasets[dataset].task if dataset in config.task_datasets else "retrieval"
+        for model in config.models.values():
+            path = l1_dir(store, dataset, model.key) / PAIR_SANITY_FILE
+            if path.is_file():
+                row = read_json(path)
+                parts["pair_sanity"].append(pl.DataFrame(
+                    [{**{column: row.get(column) for column in PAIR_SANITY_SCHEMA}, "dataset": dataset,
+                      "model": model.key, "task": task}], schema=PAIR_SANITY_SCHEMA))
+    tables = {name: pl.concat(frames, how="vertical_relaxed").cast(TASK_TABLE_SCHEMAS[name]) if frames
+              else pl.DataFrame(schema=TASK_TABLE_SCHEMAS[name]) for name, frames in parts.items()}
+    paired = dataset_verdicts(tables["task_comparisons"], pl.DataFrame(schema=HSD_SCHEMA), power=comparison.power,
+                              detectable_delta=comparison.detectable_delta)
+    tasks = {name: spec.task for name, spec in config.task_datasets.items()}
+    # A task dataset has several systems (kNN and probe, nearest/margin/CSLS): say which one.
+    paired_verdicts = []
+    for verdict in paired:
+        row = verdict.as_dict()
+        paired_verdicts.append({**row, "text": f"[{tasks[verdict.dataset]}, {verdict.system}] {row['text']}"})
+    return TaskSummary(tables, paired_verdicts + verdicts, skipped)
+
+
+def statistic_verdicts(statistics: pl.DataFrame, metric: str, task: str) -> list[dict[str, Any]]:
+    """One verdict per model pair from the statistic bootstrap of ``metric`` over all items."""
+    verdicts = []
+    for row in statistics.filter(pl.col("metric") == metric).iter_rows(named=True):
+        a, b, low, high = row["model_a"], row["model_b"], row["ci_low"], row["ci_high"]
+        if math.isnan(low) or math.isnan(high):
+            outcome = "the interval could not be computed"
+        elif low > 0 or high < 0:
+            outcome = f"{b if low > 0 else a} is better"
+        else:
+            outcome = "no detectable difference"
+        verdicts.append({
+            "dataset": row["dataset"], "system": row["system"], "metric": metric, "model_a": a, "model_b": b,
+            "delta": row["delta"], "ci_low": low, "ci_high": high,
+            "text": (f"{row['dataset']} ({task}, {metric} over {row['n']:,} items): {b} − {a} = {row['delta']:+.4f} "
+                     f"[{low:+.4f}, {high:+.4f}] ({row['confidence']:.0%} paired bootstrap of the statistic, "
+                     f"{row['n_resamples']:,} resamples, unadjusted) — {outcome}."),
+        })
+    return verdicts
+
+
+def read_task_summary(directory: Path) -> TaskSummary | None:
+    """The last task summary written to ``directory`` (None before one)."""
+    if not (directory / TASK_VERDICT_FILE).is_file():
+        return None
+    tables = {name: read_frame(directory / f"{name}.parquet") for name in TASK_TABLE_SCHEMAS}
+    return TaskSummary(tables, read_json(directory / TASK_VERDICT_FILE), [])
+
+
+def task_results_tables(store: ArtifactStore) -> dict[str, Path]:
+    """The task tables ``results.duckdb`` exposes as views (none before the first task summary)."""
+    directory = tasks_summary_dir(store)
+    if not (directory / TASK_VERDICT_FILE).is_file():
+        return {}
+    return {name: directory / f"{name}.parquet" for name in TASK_TABLE_SCHEMAS}
+
+
+def _with_sd(summary: pl.DataFrame) -> pl.DataFrame:
+    shown = pl.when(pl.col("sd").is_null()).then(pl.col("value").round(4).cast(pl.String)).otherwise(
+        pl.format("{} ± {}", pl.col("value").round(4), pl.col("sd").round(4)))
+    return summary.select("dataset", "model", "system", "subset", "split", "metric", shown.alias("value ± sd"),
+                          "n_seeds", "n_items")
+
+
+def task_report_sections(config: ProjectConfig, summary: TaskSummary | None) -> list[ReportSection]:
+    """L1 pair sanity (the bottom of the pyramid), then one section per evaluated task family:
+    what was measured, each model's summary (± sd over seeds), the paired verdicts with CIs."""
+    if summary is None:
+        return []
+    sections = []
+    sanity = summary.tables["pair_sanity"]
+    if sanity.height:
+        warned = sanity.filter(pl.col("warning").is_not_null())
+        warning = (" WARNING: " + "; ".join(f"{r['model']} on {r['dataset']}: AUC {r['auc']:.3f}"
+                                             for r in warned.iter_rows(named=True))
+                   + " — near 0.5, so the cosines there are not meaningful.") if warned.height else (
+            " Every model separates known-similar from random pairs clearly (no AUC within the warning margin of 0.5).")
+        sections.append(ReportSection(
+            title="L1 pair sanity: known-similar vs random pairs",
+            intro=("For every dataset with pairs or qrels, the AUC of the cosines of known-similar pairs (relevant "
+                   "qrels, positive pairs, translations, the top quarter of STS scores) against as many seeded random "
+                   "pairs from the same pools: 1 is perfect separation, 0.5 none." + warning),
+            tables=(("Pair sanity per model and dataset", sanity.select(
+                "dataset", "task", "model", pl.col("auc").round(4), "n_similar", pl.col("similar_mean_cosine").round(4),
+                pl.col("random_mean_cosine").round(4), "seed", "warning", "definition")),),
+        ))
+    task_summary = summary.tables["task_summary"]
+    evaluated = set(task_summary["dataset"])
+    for family, (title, what) in FAMILY_TITLES.items():
+        datasets = [name for name in config.family_datasets(family) if name in evaluated]
+        if not datasets:
+            continue
+        rows = task_summary.filter(pl.col("dataset").is_in(datasets))
+        verdicts = [v["text"] for v in summary.verdicts if v["dataset"] in datasets]
+        tables: list[tuple[str, pl.DataFrame]] = [("Summary per model (value ± sd over seeds where stochastic)",
+                                                   _with_sd(rows))]
+        statistics = summary.tables["task_statistic_comparisons"].filter(pl.col("dataset").is_in(datasets))
+        if statistics.height:
+            tables.append(("Paired bootstrap of each whole-set statistic (b − a, same resampled items)",
+                           statistics.select("dataset", "system", "subset", "split", "metric", "model_a", "model_b",
+                                             "n", pl.col("value_a").round(4), pl.col("value_b").round(4),
+                                             pl.col("delta").round(4), pl.col("ci_low").round(4),
+                                             pl.col("ci_high").round(4), "resampling")))
+        compared = summary.tables["task_comparisons"].filter(pl.col("dataset").is_in(datasets))
+        if compared.height:
+            tables.append(("Paired comparisons of the per-item values (Holm within the confirmatory family)",
+                           comparison_summary(compared)))
+        intro = what + " " + (" ".join(verdicts) if verdicts else "No model pair compared yet (needs the baseline "
+                                                                  "and another evaluated model).")
+        sections.append(ReportSection(title=f"L2 {title}: {', '.join(datasets)}", intro=intro, tables=tuple(tables)))
+    return sections

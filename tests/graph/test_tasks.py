@@ -1,0 +1,135 @@
+"""Graph tests of the L2 task families and L1 pair sanity: real Dagster materializations of the
+real assets over the embedded data with the two real models of the defaults."""
+
+import dagster as dg
+import duckdb
+import yaml
+from graph_helpers import plan_and_automation, quick_protocol
+
+from embedpyramid.config import load_config
+from pipelines.freshness import observe_config
+from pipelines.graph import build_definitions
+from pipelines.partitions import (
+    TASK_FAMILIES,
+    apply_partition_sync,
+    model_dataset_key,
+    task_datasets_name,
+    task_family_assets,
+)
+from pipelines.runner import run_pipeline
+from resources import EncoderRegistry, ProjectResource
+
+CATEGORIES = ["ai", "computers", "emotion", "food"]
+TASKS = {
+    "lee-sts": {"loader": "gensim-lee", "task": "sts"},
+    "django-ko": {"loader": "django-bitext", "task": "bitext", "languages": ["ko"], "slices": ["language_pair"],
+                  "bitext": {"scorings": ["nearest", "csls"], "k": 4, "hubness_k": 10}},
+    "duplicates": {"loader": "chatterbot", "task": "pair_classification", "group_column": "answer_group"},
+}
+CLUSTERS = {"clusters": {"loader": "chatterbot", "task": "clustering", "categories": CATEGORIES,
+                         "clustering": {"seeds": [0, 1]}}}
+
+
+def materialize_tasks(folder, data, instance, encoders, datasets=None):
+    """Freeze every task dataset of the folder, then evaluate each (card, dataset): the frozen
+    asset, the task and its pair sanity, through the real graph."""
+    config = load_config(folder)
+    # What the config sensor does first: register the partitions, report the facets' versions.
+    apply_partition_sync(instance, config, delete=False)
+    observe_config(instance, config)
+    defs = build_definitions(folder, data)
+    resources = {"project": ProjectResource(configs_dir=str(folder), data_dir=str(data)), "encoders": encoders}
+    assets = list(defs.assets)
+    for family in TASK_FAMILIES:
+        frozen, *evaluated = task_family_assets(family)
+        for dataset in config.family_datasets(family):
+            if datasets is not None and dataset not in datasets:
+                continue
+            assert dg.materialize(assets, selection=[frozen], partition_key=dataset, instance=instance,
+                                  resources=resources).success
+            for model in config.models:
+                result = dg.materialize(assets, selection=evaluated, partition_key=model_dataset_key(model, dataset),
+                                        instance=instance, resources=resources)
+                assert result.success
+
+
+def write(folder, datasets):
+    content = yaml.safe_load((folder / "datasets.yaml").read_text())
+    content["datasets"] = datasets
+    (folder / "datasets.yaml").write_text(yaml.safe_dump(content, sort_keys=False))
+
+
+def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_real_models, tiny, tmp_path):
+    folder = write_configs(models=two_real_models, datasets={**tiny, **TASKS},
+                           protocol=quick_protocol(baseline="minilm-l6"))
+    (tmp_path / "home").mkdir()
+    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    encoders = EncoderRegistry()
+    config = load_config(folder)
+    minilm, use = config.models["minilm-l6"].key, config.models["use-m3"].key
+    # The task families on their own partitions, then retrieval, its pair sanity and the summaries
+    # through the CLI's runner.
+    materialize_tasks(folder, data, instance, encoders)
+    assert instance.get_dynamic_partitions(task_datasets_name("bitext")) == ["django-ko"]
+    first = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
+    assert first.failures == [] and sorted(first.materialized) == sorted([(minilm, "tiny"), (use, "tiny")])
+    assert first.summary_built
+
+    with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
+        def value(dataset, model, system, metric, subset="all", split="test"):
+            return con.execute(
+                "SELECT value FROM task_summary WHERE dataset = ? AND model = ? AND system = ? AND metric = ? "
+                "AND subset = ? AND split = ?", [dataset, model, system, metric, subset, split]).fetchone()[0]
+
+        # Sane, non-trivial values: Lee Spearman around 0.5 for both; USE finds Korean translations, MiniLM not.
+        for model in (minilm, use):
+            assert 0.3 < value("lee-sts", model, "cosine", "spearman") < 0.7
+        assert value("django-ko", use, "csls", "accuracy", "en-ko") > 0.8
+        assert value("django-ko", minilm, "csls", "accuracy", "en-ko") < 0.5
+        # The per-item rows went through the paired comparisons: USE's win on Korean is confirmatory and clear.
+        row = con.execute(
+            "SELECT model_a, model_b, mean_delta, ci_low, family, p_adjusted FROM task_comparisons "
+            "WHERE dataset = 'django-ko' AND system = 'csls' AND metric = 'accuracy' AND slice_column = 'all'"
+        ).fetchone()
+        assert row[:2] == (minilm, use) and row[2] > 0.3 and row[3] > 0 and row[4] == "confirmatory" and row[5] < 0.05
+        statistics = dict(con.execute(
+            "SELECT metric, delta FROM task_statistic_comparisons WHERE dataset = 'lee-sts' AND model_b = ?",
+            [use]).fetchall())
+        assert set(statistics) == {"spearman", "pearson"}
+        assert con.execute("SELECT count(*) FROM task_per_item WHERE dataset = 'duplicates'").fetchone()[0] > 0
+        sanity = {(d, m): auc for d, m, auc in con.execute("SELECT dataset, model, auc FROM pair_sanity").fetchall()}
+        assert set(sanity) == {(d, m) for d in ("tiny", "lee-sts", "django-ko", "duplicates") for m in (minilm, use)}
+        assert sanity[("django-ko", use)] > 0.9 and all(0.5 < auc <= 1.0 for auc in sanity.values())
+        # Retrieval's tables are untouched by the tasks.
+        assert set(con.execute("SELECT DISTINCT dataset FROM per_query_metrics").fetchall()) == {("tiny",)}
+
+    report = (data / "report" / "report.md").read_text()
+    for heading in ("L1 pair sanity", "L2 Semantic similarity (STS): lee-sts", "L2 Bitext mining: django-ko",
+                    "L2 Pair classification (duplicates): duplicates"):
+        assert f"## {heading}" in report
+    verdict = report.split("## Contents")[0]
+    assert f"[bitext, csls] django-ko · accuracy over 263 queries: {use} wins" in verdict
+    assert "lee-sts (sts, spearman over 1,225 items)" in verdict
+
+    # A new task dataset: retrieval stays fresh, only the new family's dataset is frozen first.
+    write(folder, {**tiny, **TASKS, **CLUSTERS})
+    planned, requested, changes = plan_and_automation(folder, data, instance)
+    assert changes == ["config/clustering_datasets [clusters]", "config/task_comparison"]
+    assert not [item for item in planned if item[1] is not None]
+    # The summary is stale (a new task dataset) but waits while the new partitions are evaluated.
+    assert requested == {("frozen_clustering_dataset", "clusters")}
+    materialize_tasks(folder, data, instance, encoders, datasets={"clusters"})
+    rerun = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
+    assert rerun.materialized == [] and rerun.summary_built
+    with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
+        rows = con.execute("SELECT model, value, sd, n_seeds FROM task_summary WHERE dataset = 'clusters' "
+                           "AND metric = 'v_measure' AND subset = 'all'").fetchall()
+    assert len(rows) == 2 and all(0.2 < v < 1.0 and sd is not None and n == 2 for _, v, sd, n in rows)
+    assert "## L2 Clustering: clusters" in (data / "report" / "report.md").read_text()
+
+    # Editing one family's settings stales that family's partitions of that dataset, nothing else.
+    write(folder, {**tiny, **TASKS, **{"clusters": {**CLUSTERS["clusters"], "clustering": {"seeds": [0, 1, 2]}}}})
+    planned, requested, changes = plan_and_automation(folder, data, instance)
+    assert changes == ["config/clustering_datasets [clusters]"]
+    assert not [item for item in planned if item[1] is not None]
+    assert requested and {asset for asset, _ in requested} <= {"frozen_clustering_dataset", "task_clustering"}
