@@ -102,7 +102,7 @@ summary_job = dg.define_asset_job(
 )
 evaluation_job = dg.define_asset_job(
     "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset") - summary_selection
-    # The L2 task families are partitioned by their own datasets: the automation evaluates them.
+    # The L2 task families are partitioned by their own datasets: jobs of their own evaluate them.
     - dg.AssetSelection.assets(*(name for family in TASK_FAMILIES for name in task_family_assets(family))),
     description="Evaluate one (model, dataset) partition: embeddings, L2 retrieval, L1, L4 and (with judge.yaml) L6.",
 )
@@ -136,6 +136,16 @@ def summary_assets(defs: dg.Definitions) -> list[str]:
     return [key.to_user_string() for key in graph.toposorted_asset_keys if key in selected]
 
 
-JOBS = [refresh_datasets_job, summary_job, evaluation_job]
+task_freeze_jobs = {family: dg.define_asset_job(
+    f"freeze_{family}", selection=[task_family_assets(family)[0]],
+    description=f"Freeze one {family} task dataset; identical data keeps its data version.",
+) for family in TASK_FAMILIES}
+task_evaluation_jobs = {family: dg.define_asset_job(
+    f"evaluate_{family}", selection=task_family_assets(family)[1:],
+    description=f"Evaluate one (model, {family} dataset) partition: the task and, for pair datasets, L1 pair sanity.",
+) for family in TASK_FAMILIES}
+"""Per task family: its datasets are their own partitions, so freezing and evaluating them are
+jobs of their own (a job runs one partitions definition)."""
+JOBS = [refresh_datasets_job, summary_job, evaluation_job, *task_freeze_jobs.values(), *task_evaluation_jobs.values()]
 SENSORS = [config_sensor, evaluation_automation]
 SCHEDULES = [nightly_refresh, nightly_summary]

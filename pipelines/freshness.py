@@ -213,9 +213,11 @@ REFERENCES = Facet(
 )
 TRANSFER = Facet(
     "transfer",
-    "Every dataset's role (public or own), confirmatory measure and published scores, task datasets included: "
+    "Every dataset's role (public or own), confirmatory measure and published scores, STS task datasets included "
+    "(the task family the transfer ranks models on): "
     "what the L3 transfer analysis ranks and compares.",
-    lambda config, _: {name: _published_scores(config, name) for name in [*config.datasets, *config.task_datasets]},
+    lambda config, _: {name: _published_scores(config, name)
+                       for name in [*config.datasets, *config.family_datasets("sts")]},
 )
 JUDGE = Facet(
     "judge",

@@ -8,9 +8,10 @@ needs work now, after which Dagster says what else turned stale because an upstr
 version really changed (exactly what the automation requests tick by tick). Identical data
 re-frozen, or an embedding that came out the same, stops the wave there.
 
-Order: each selected dataset is frozen (``refresh_datasets`` job), each (card, dataset) partition
-goes through the ``evaluate`` job, then the ``summary`` job rebuilds the comparisons, the results
-database and the report. A failing partition is reported and does not stop the others; a
+Order: each selected dataset is frozen (``refresh_datasets`` job; a task dataset of family F by
+``freeze_F``), each (card, dataset) partition goes through the ``evaluate`` job (``evaluate_F``
+for a task dataset), then the ``summary`` job rebuilds the comparisons, the results database and
+the report. A failing partition is reported and does not stop the others; a
 dataset that fails to freeze skips only its own partitions; what was already written stays.
 Every run carries the tags of :func:`pipelines.instance.run_tags`.
 """
@@ -26,7 +27,14 @@ import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, has_data, load_config
 from embedpyramid.store import ArtifactStore, StorePath
-from pipelines.automation import evaluation_job, refresh_datasets_job, summary_assets, summary_job
+from pipelines.automation import (
+    evaluation_job,
+    refresh_datasets_job,
+    summary_assets,
+    summary_job,
+    task_evaluation_jobs,
+    task_freeze_jobs,
+)
 from pipelines.freshness import (
     AssetState,
     asset_states,
@@ -45,7 +53,7 @@ from pipelines.instance import (
     open_instance,
     run_tags,
 )
-from pipelines.partitions import apply_partition_sync, model_dataset_key, model_dataset_partitions
+from pipelines.partitions import apply_partition_sync, model_dataset_key, model_dataset_partitions, task_family_assets
 
 
 @dataclass
@@ -80,20 +88,32 @@ def select_models(config: ProjectConfig, requested: Sequence[str] | None) -> lis
 
 
 def select_datasets(config: ProjectConfig, requested: Sequence[str] | None) -> list[str]:
-    """The requested datasets (all by default) that have data to evaluate: a ``published`` entry
-    has only published scores, which the transfer analysis reads."""
-    with_data = [name for name, spec in config.datasets.items() if has_data(spec)]
+    """The requested datasets (all by default), retrieval and task datasets, that have data to
+    evaluate: a ``published`` entry has only published scores, which the transfer analysis reads."""
+    with_data = [*(name for name, spec in config.datasets.items() if has_data(spec)), *config.task_datasets]
     if not requested:
         return with_data
-    unknown = [name for name in requested if name not in config.datasets]
+    known = [*config.datasets, *config.task_datasets]
+    unknown = [name for name in requested if name not in known]
     if unknown:
         raise ConfigError(f"unknown datasets {unknown}; {config.directory / 'datasets.yaml'} defines: "
-                          f"{', '.join(config.datasets)}")
+                          f"{', '.join(known)}")
     published = [name for name in requested if name not in with_data]
     if published:
         raise ConfigError(f"datasets {published} are published scores only (loader: published), nothing to evaluate; "
                           f"datasets with data: {', '.join(with_data) or 'none'}")
     return list(dict.fromkeys(requested))
+
+
+@dataclass(frozen=True)
+class DatasetJobs:
+    """How one dataset is brought up to date: the asset that freezes it and its job, and the
+    per-(card, dataset) assets, upstream first, and the job that evaluates them."""
+
+    frozen_asset: str
+    freeze_job: str
+    assets: tuple[str, ...]
+    evaluate_job: str
 
 
 @dataclass
@@ -110,6 +130,15 @@ class Session:
     def states(self, assets: Sequence[str], partition: str | None) -> list[AssetState]:
         view = graph_view(self.instance, self.defs.resolve_asset_graph())
         return asset_states(view, [(dg.AssetKey(asset), partition) for asset in assets])
+
+    def jobs(self, dataset: str) -> DatasetJobs:
+        """Retrieval datasets go through ``evaluate``; a task dataset through its family's jobs."""
+        if dataset in self.config.task_datasets:
+            family = self.config.task_dataset(dataset).task
+            frozen, *assets = task_family_assets(family)
+            return DatasetJobs(frozen, task_freeze_jobs[family].name, tuple(assets), task_evaluation_jobs[family].name)
+        return DatasetJobs("frozen_dataset", refresh_datasets_job.name, tuple(partition_assets(self.defs)),
+                           evaluation_job.name)
 
     def execute(self, job: str, assets: Sequence[str], partition: str | dg.MultiPartitionKey | None,
                 tags: dict[str, str]) -> dg.ExecuteInProcessResult:
@@ -198,21 +227,24 @@ def run_pipeline(
 
 def _asked(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[tuple[str, str | None]]:
     """Every (asset, partition) a run over this selection brings up to date."""
-    assets = partition_assets(session.defs)
-    return [("frozen_dataset", dataset) for dataset in datasets] + [
-        (asset, str(model_dataset_key(model.name, dataset))) for dataset in datasets for model in models
-        for asset in assets] + [(asset, None) for asset in summary_assets(session.defs)]
+    asked: list[tuple[str, str | None]] = []
+    for dataset in datasets:
+        jobs = session.jobs(dataset)
+        asked.append((jobs.frozen_asset, dataset))
+        asked += [(asset, str(model_dataset_key(model.name, dataset))) for model in models for asset in jobs.assets]
+    return asked + [(asset, None) for asset in summary_assets(session.defs)]
 
 
 def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunReport) -> bool:
-    (state,) = session.states(["frozen_dataset"], dataset)
+    jobs = session.jobs(dataset)
+    (state,) = session.states([jobs.frozen_asset], dataset)
     if not state.needs_work:
         session.log(f"dataset {dataset}: up to date")
         return True
     session.log(f"dataset {dataset}: freezing, {_why(state)}")
-    result = session.execute(refresh_datasets_job.name, ["frozen_dataset"], dataset, tags)
+    result = session.execute(jobs.freeze_job, [jobs.frozen_asset], dataset, tags)
     if not result.success:
-        report.failures.append(f"frozen_dataset[{dataset}]: {_failure(result, session.verbose)}")
+        report.failures.append(f"{jobs.frozen_asset}[{dataset}]: {_failure(result, session.verbose)}")
         session.log(f"dataset {dataset}: failed to freeze; its partitions are skipped this run")
         return False
     report.frozen.append(dataset)
@@ -222,14 +254,15 @@ def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunRep
 def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[str, str], report: RunReport) -> None:
     partition = model_dataset_key(model.name, dataset)
     label = f"{model.key} × {dataset}"
-    assets = partition_assets(session.defs)
+    jobs = session.jobs(dataset)
+    assets = list(jobs.assets)
     materialized = False
     for _wave in range(len(assets) + 1):  # a chain of n assets settles in n waves; one more to see it
         todo = [state for state in session.states(assets, str(partition)) if state.needs_work]
         if not todo:
             break
         session.log(f"{label}: {_describe(todo)}")
-        result = session.execute(evaluation_job.name, [state.asset for state in todo], partition, tags)
+        result = session.execute(jobs.evaluate_job, [state.asset for state in todo], partition, tags)
         for materialization in _materializations(result):
             name = materialization.asset_key.to_user_string()
             report.assets.append((model.key, dataset, name))
@@ -353,11 +386,12 @@ def level_status(dataset: str | None, model: str | None, level: str, states: Seq
 def pending_states(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[AssetState]:
     """Every (asset, partition) of the selection whose Dagster state is not fresh: what ``run``
     materializes first, and what the automation requests on its next tick."""
-    states = [state for dataset in datasets for state in session.states(["frozen_dataset"], dataset)]
-    assets = partition_assets(session.defs)
+    states = []
     for dataset in datasets:
+        jobs = session.jobs(dataset)
+        states += session.states([jobs.frozen_asset], dataset)
         for model in models:
-            states += session.states(assets, str(model_dataset_key(model.name, dataset)))
+            states += session.states(list(jobs.assets), str(model_dataset_key(model.name, dataset)))
     states += session.states(summary_assets(session.defs), None)
     return [state for state in states if state.needs_work]
 
@@ -380,12 +414,13 @@ def project_status(
     session = open_session(config, data_dir, instance, print, False)
     observe_config(session.instance, session.config)
     graph = session.defs.resolve_asset_graph()
-    levels: dict[str, list[str]] = {}
-    for asset in partition_assets(session.defs):
-        levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
     rows = []
     for dataset in selected_datasets:
-        rows.append(level_status(dataset, None, "data", session.states(["frozen_dataset"], dataset)))
+        jobs = session.jobs(dataset)
+        levels: dict[str, list[str]] = {}
+        for asset in jobs.assets:
+            levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
+        rows.append(level_status(dataset, None, "data", session.states([jobs.frozen_asset], dataset)))
         for model in selected_models:
             partition = str(model_dataset_key(model.name, dataset))
             rows += [level_status(dataset, model.key, level, session.states(assets, partition))

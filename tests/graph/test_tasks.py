@@ -7,17 +7,11 @@ import yaml
 from graph_helpers import plan_and_automation, quick_protocol
 
 from embedpyramid.config import load_config
-from pipelines.freshness import observe_config
-from pipelines.graph import build_definitions
 from pipelines.partitions import (
-    TASK_FAMILIES,
-    apply_partition_sync,
     model_dataset_key,
     task_datasets_name,
-    task_family_assets,
 )
 from pipelines.runner import run_pipeline
-from resources import EncoderRegistry, ProjectResource
 
 CATEGORIES = ["ai", "computers", "emotion", "food"]
 TASKS = {
@@ -28,29 +22,6 @@ TASKS = {
 }
 CLUSTERS = {"clusters": {"loader": "chatterbot", "task": "clustering", "categories": CATEGORIES,
                          "clustering": {"seeds": [0, 1]}}}
-
-
-def materialize_tasks(folder, data, instance, encoders, datasets=None):
-    """Freeze every task dataset of the folder, then evaluate each (card, dataset): the frozen
-    asset, the task and its pair sanity, through the real graph."""
-    config = load_config(folder)
-    # What the config sensor does first: register the partitions, report the facets' versions.
-    apply_partition_sync(instance, config, delete=False)
-    observe_config(instance, config)
-    defs = build_definitions(folder, data)
-    resources = {"project": ProjectResource(configs_dir=str(folder), data_dir=str(data)), "encoders": encoders}
-    assets = list(defs.assets)
-    for family in TASK_FAMILIES:
-        frozen, *evaluated = task_family_assets(family)
-        for dataset in config.family_datasets(family):
-            if datasets is not None and dataset not in datasets:
-                continue
-            assert dg.materialize(assets, selection=[frozen], partition_key=dataset, instance=instance,
-                                  resources=resources).success
-            for model in config.models:
-                result = dg.materialize(assets, selection=evaluated, partition_key=model_dataset_key(model, dataset),
-                                        instance=instance, resources=resources)
-                assert result.success
 
 
 def write(folder, datasets):
@@ -64,16 +35,18 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
                            protocol=quick_protocol(baseline="minilm-l6"))
     (tmp_path / "home").mkdir()
     instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
-    encoders = EncoderRegistry()
     config = load_config(folder)
     minilm, use = config.models["minilm-l6"].key, config.models["use-m3"].key
-    # The task families on their own partitions, then retrieval, its pair sanity and the summaries
-    # through the CLI's runner.
-    materialize_tasks(folder, data, instance, encoders)
-    assert instance.get_dynamic_partitions(task_datasets_name("bitext")) == ["django-ko"]
+    # The CLI's runner: retrieval, the task families on their own partitions (each family's freeze
+    # and evaluate jobs), the pair sanity assets and the summaries.
     first = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
-    assert first.failures == [] and sorted(first.materialized) == sorted([(minilm, "tiny"), (use, "tiny")])
-    assert first.summary_built
+    assert instance.get_dynamic_partitions(task_datasets_name("bitext")) == ["django-ko"]
+    assert first.failures == [] and first.summary_built
+    assert sorted(first.materialized) == sorted((model, dataset) for model in (minilm, use)
+                                                for dataset in ("tiny", *TASKS))
+    assert sorted(first.frozen) == sorted(["tiny", *TASKS])
+    assert {asset for model, dataset, asset in first.assets if dataset == "django-ko"} == {
+        "task_bitext", "pair_sanity_bitext"}
 
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
         def value(dataset, model, system, metric, subset="all", split="test"):
@@ -115,12 +88,13 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
     write(folder, {**tiny, **TASKS, **CLUSTERS})
     planned, requested, changes = plan_and_automation(folder, data, instance)
     assert changes == ["config/clustering_datasets [clusters]", "config/task_comparison"]
-    assert not [item for item in planned if item[1] is not None]
+    assert {item for item in planned if item[1] is not None} == {
+        ("frozen_clustering_dataset", "clusters"),
+        *(("task_clustering", str(model_dataset_key(name, "clusters"))) for name in ("minilm-l6", "use-m3"))}
     # The summary is stale (a new task dataset) but waits while the new partitions are evaluated.
     assert requested == {("frozen_clustering_dataset", "clusters")}
-    materialize_tasks(folder, data, instance, encoders, datasets={"clusters"})
     rerun = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
-    assert rerun.materialized == [] and rerun.summary_built
+    assert sorted(rerun.materialized) == sorted([(minilm, "clusters"), (use, "clusters")]) and rerun.summary_built
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
         rows = con.execute("SELECT model, value, sd, n_seeds FROM task_summary WHERE dataset = 'clusters' "
                            "AND metric = 'v_measure' AND subset = 'all'").fetchall()
@@ -131,5 +105,5 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
     write(folder, {**tiny, **TASKS, **{"clusters": {**CLUSTERS["clusters"], "clustering": {"seeds": [0, 1, 2]}}}})
     planned, requested, changes = plan_and_automation(folder, data, instance)
     assert changes == ["config/clustering_datasets [clusters]"]
-    assert not [item for item in planned if item[1] is not None]
+    assert planned and {asset for asset, _ in planned} <= {"frozen_clustering_dataset", "task_clustering"}
     assert requested and {asset for asset, _ in requested} <= {"frozen_clustering_dataset", "task_clustering"}
