@@ -29,6 +29,8 @@ from resources import ProjectResource
 CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
 CONFIG_CHECK = "loads"
 SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report"]
+DATASET_LEVEL_TAG = ("embedpyramid/partitioned-by", "dataset")
+"""Tags the assets partitioned by dataset alone that evaluate a frozen dataset (L5's BM25)."""
 # Carried by every run the automation launches, for queue limits (docs/dagster.yaml).
 AUTOMATION_TAG = "embedpyramid/automation"
 
@@ -95,9 +97,14 @@ refresh_datasets_job = dg.define_asset_job(
 summary_job = dg.define_asset_job(
     "summary", selection=SUMMARY_ASSETS, description="Recompute the comparisons, results.duckdb and the report",
 )
+dataset_evaluation_job = dg.define_asset_job(
+    "evaluate_dataset", selection=dg.AssetSelection.tag(*DATASET_LEVEL_TAG),
+    description="Evaluate what one frozen dataset needs once, for no model: the model-independent L5 systems (BM25).",
+)
 evaluation_job = dg.define_asset_job(
-    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset", *SUMMARY_ASSETS),
-    description="Evaluate one (model, dataset) partition: embeddings, L2, L1 and L4.",
+    "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset", *SUMMARY_ASSETS)
+    - dg.AssetSelection.tag(*DATASET_LEVEL_TAG),
+    description="Evaluate one (model, dataset) partition: embeddings, L2, L1, L4 and L5.",
 )
 
 
@@ -121,6 +128,6 @@ with warnings.catch_warnings():
         use_user_code_server=True, minimum_interval_seconds=30, run_tags={AUTOMATION_TAG: "evaluation"},
     )
 
-JOBS = [refresh_datasets_job, summary_job, evaluation_job]
+JOBS = [refresh_datasets_job, summary_job, dataset_evaluation_job, evaluation_job]
 SENSORS = [config_sensor, evaluation_automation]
 SCHEDULES = [nightly_refresh, nightly_summary]

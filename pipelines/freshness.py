@@ -45,7 +45,7 @@ from dagster._time import get_current_datetime
 from embedpyramid.config import ProjectConfig
 from embedpyramid.data import source_files
 from embedpyramid.hashing import sha256_json
-from pipelines.partitions import ann_asset_name, dataset_partitions, model_partitions
+from pipelines.partitions import ann_asset_name, dataset_partitions, model_partitions, system_asset_name
 
 CONFIG = "config"
 State = Literal["fresh", "stale", "missing", "failed"]
@@ -185,9 +185,30 @@ def ann_spec_facet(spec_name: str) -> Facet:
     )
 
 
-def config_facets(spec_names: Sequence[str]) -> list[Facet]:
-    """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml)."""
-    return [*STATIC_FACETS, *([ANN_SETTINGS] if spec_names else []), *(ann_spec_facet(name) for name in spec_names)]
+SYSTEMS_SETTINGS = Facet(
+    "systems_settings",
+    "systems.yaml settings.latency_queries and seed: the latency sample of every L5 system (what changes a "
+    "system's run, depth and dev splits included, is in each system's own facet).",
+    lambda config, _: (config.systems.settings.model_dump(include={"latency_queries", "seed"})
+                       if config.systems else None),
+)
+
+
+def system_facet(system_name: str) -> Facet:
+    """The facet of one L5 system of systems.yaml: its version is the system's content hash
+    (its settings, the card it reranks by, the L4 spec it reads and the hashes of its input
+    systems), so an edit makes exactly that system and the systems built on it stale."""
+    return Facet(
+        system_asset_name(system_name), f"systems.yaml systems.{system_name}: the system's content hash.",
+        lambda config, _: config.systems.hashes.get(system_name) if config.systems else None,
+    )
+
+
+def config_facets(spec_names: Sequence[str], system_names: Sequence[str] = ()) -> list[Facet]:
+    """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml) and
+    whose systems.yaml holds ``system_names`` (none without systems.yaml)."""
+    return [*STATIC_FACETS, *([ANN_SETTINGS] if spec_names else []), *(ann_spec_facet(name) for name in spec_names),
+            *([SYSTEMS_SETTINGS] if system_names else []), *(system_facet(name) for name in system_names)]
 
 
 def facet_deps(*facets: Facet) -> list[dg.AssetKey]:
@@ -207,8 +228,9 @@ def observe_config(instance: dg.DagsterInstance, config: ProjectConfig) -> list[
 def config_observations(instance: dg.DagsterInstance, config: ProjectConfig) -> list[dg.AssetObservation]:
     """The observations that would bring Dagster's facet versions up to date with ``config``."""
     specs = [spec.name for spec in config.ann.specs] if config.ann else []
+    systems = list(config.systems.systems) if config.systems else []
     events = []
-    for facet in config_facets(specs):
+    for facet in config_facets(specs, systems):
         for partition in facet.partitions(config):
             version, fragment = facet.version(config, partition)
             record = instance.get_latest_data_version_record(facet.key, True, partition)

@@ -14,11 +14,14 @@ from assets.geometry import norm_geometry, normalization_price
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.serving import serving_assets
 from assets.summary import comparisons, report_asset, results_db
+from assets.systems import systems_assets
+from embedpyramid.config import load_config
+from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
 from pipelines.freshness import config_facets
-from pipelines.partitions import check_ann_asset_names
+from pipelines.partitions import check_ann_asset_names, check_system_asset_names
 from resources import EncoderRegistry, ProjectResource
 
 ASSETS = [
@@ -39,14 +42,35 @@ def index_specs(configs_dir: str | Path) -> tuple[IndexSpec, ...]:
     return specs
 
 
+def systems_config(configs_dir: str | Path) -> SystemsConfig | None:
+    """The L5 systems of a folder's systems.yaml (None without one); it is validated against the
+    whole folder (cards, datasets, ann.yaml), and system names must map to distinct asset names."""
+    path = Path(configs_dir) / "systems.yaml"
+    if not path.is_file():
+        return None
+    systems = load_config(configs_dir).systems
+    assert systems is not None
+    check_system_asset_names(systems.systems, str(path))
+    return systems
+
+
 def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
                       specs: tuple[IndexSpec, ...] | None = None) -> dg.Definitions:
-    """The graph of one config folder: L4 has one asset (and one spec facet) per index spec."""
+    """The graph of one config folder: L4 has one asset (and one spec facet) per index spec, L5
+    one asset (and one system facet) per system. Given ``specs`` (e.g. none, for a folder that
+    does not validate), systems.yaml is not read: no L5."""
+    systems = systems_config(configs_dir) if specs is None else None
     specs = index_specs(configs_dir) if specs is None else specs
     serving = serving_assets(specs) if specs else []
-    facets = [facet.source_asset() for facet in config_facets([spec.name for spec in specs])]
+    level5 = systems_assets(systems)
+    system_keys = [key for asset in level5 for key in asset.keys]
+    facets = [facet.source_asset() for facet in config_facets([spec.name for spec in specs],
+                                                              list(systems.systems) if systems else [])]
+    # The comparisons read every system's per-query metrics: they turn stale with any system.
+    assets = [asset.map_asset_specs(lambda spec: spec.merge_attributes(deps=system_keys))
+              if asset is comparisons and system_keys else asset for asset in ASSETS]
     return dg.Definitions(
-        assets=[config_folder, *facets, *ASSETS, *serving, report_asset(with_serving=bool(serving))],
+        assets=[config_folder, *facets, *assets, *serving, *level5, report_asset(with_serving=bool(serving))],
         asset_checks=[config_loads],
         jobs=JOBS,
         sensors=SENSORS,

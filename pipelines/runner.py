@@ -8,8 +8,9 @@ needs work now, after which Dagster says what else turned stale because an upstr
 version really changed (exactly what the automation requests tick by tick). Identical data
 re-frozen, or an embedding that came out the same, stops the wave there.
 
-Order: each selected dataset is frozen (``refresh_datasets`` job), each (card, dataset) partition
-goes through the ``evaluate`` job, then the ``summary`` job rebuilds the comparisons, the results
+Order: each selected dataset is frozen (``refresh_datasets`` job) and its model-independent assets
+(L5's BM25) go through the ``evaluate_dataset`` job, each (card, dataset) partition goes through
+the ``evaluate`` job, then the ``summary`` job rebuilds the comparisons, the results
 database and the report. A failing partition is reported and does not stop the others; a
 dataset that fails to freeze skips only its own partitions; what was already written stays.
 Every run carries the tags of :func:`pipelines.instance.run_tags`.
@@ -26,7 +27,13 @@ import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
 from embedpyramid.store import ArtifactStore, StorePath
-from pipelines.automation import SUMMARY_ASSETS, evaluation_job, refresh_datasets_job, summary_job
+from pipelines.automation import (
+    SUMMARY_ASSETS,
+    dataset_evaluation_job,
+    evaluation_job,
+    refresh_datasets_job,
+    summary_job,
+)
 from pipelines.freshness import (
     AssetState,
     asset_states,
@@ -36,7 +43,7 @@ from pipelines.freshness import (
     observe_config,
     remember_fresh,
 )
-from pipelines.graph import build_definitions, index_specs
+from pipelines.graph import build_definitions
 from pipelines.instance import (
     DataFolderLock,
     bind,
@@ -45,7 +52,7 @@ from pipelines.instance import (
     open_instance,
     run_tags,
 )
-from pipelines.partitions import apply_partition_sync, model_dataset_key, model_dataset_partitions
+from pipelines.partitions import apply_partition_sync, dataset_partitions, model_dataset_key, model_dataset_partitions
 
 
 @dataclass
@@ -123,6 +130,14 @@ def partition_assets(defs: dg.Definitions) -> list[str]:
             if graph.get(key).is_materializable and graph.get(key).partitions_def == model_dataset_partitions]
 
 
+def dataset_assets(defs: dg.Definitions) -> list[str]:
+    """The per-dataset assets that evaluate a frozen dataset for no model (L5's BM25), upstream first."""
+    graph = defs.resolve_asset_graph()
+    return [key.to_user_string() for key in graph.toposorted_asset_keys
+            if graph.get(key).is_materializable and graph.get(key).partitions_def == dataset_partitions
+            and key.to_user_string() != "frozen_dataset"]
+
+
 def open_session(
     config: ProjectConfig | str | Path, data_dir: str | StorePath, instance: dg.DagsterInstance | None,
     log: Callable[[str], None], verbose: bool,
@@ -131,7 +146,7 @@ def open_session(
     and register its cards and datasets as partitions: the bookkeeping every command shares."""
     config = config if isinstance(config, ProjectConfig) else load_config(config)
     store = ArtifactStore.at(data_dir)
-    defs = build_definitions(config.directory, store.root, index_specs(config.directory))
+    defs = build_definitions(config.directory, store.root)
     instance = instance or open_instance(store.root)
     bind(instance, config.directory, store.root)
     ensure_encoder_pool(instance)
@@ -179,7 +194,8 @@ def run_pipeline(
             report.skipped = [(model.key, dataset) for dataset in selected_datasets for model in selected_models]
             return report
         tags = run_tags(session.config.directory, command)
-        healthy = [dataset for dataset in selected_datasets if _freeze(session, dataset, tags, report)]
+        healthy = [dataset for dataset in selected_datasets
+                   if _freeze(session, dataset, tags, report) and _evaluate_dataset(session, dataset, tags, report)]
         for dataset in healthy:
             for model in selected_models:
                 _evaluate(session, model, dataset, tags, report)
@@ -193,6 +209,7 @@ def _asked(session: Session, models: Sequence[ResolvedModel], datasets: Sequence
     """Every (asset, partition) a run over this selection brings up to date."""
     assets = partition_assets(session.defs)
     return [("frozen_dataset", dataset) for dataset in datasets] + [
+        (asset, dataset) for dataset in datasets for asset in dataset_assets(session.defs)] + [
         (asset, str(model_dataset_key(model.name, dataset))) for dataset in datasets for model in models
         for asset in assets] + [(asset, None) for asset in SUMMARY_ASSETS]
 
@@ -209,6 +226,23 @@ def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunRep
         session.log(f"dataset {dataset}: failed to freeze; its partitions are skipped this run")
         return False
     report.frozen.append(dataset)
+    return True
+
+
+def _evaluate_dataset(session: Session, dataset: str, tags: dict[str, str], report: RunReport) -> bool:
+    """Bring the dataset's model-independent assets up to date; False (and a failure reported)
+    when one fails: the dataset's partitions are then skipped, as after a failed freeze."""
+    assets = dataset_assets(session.defs)
+    for _wave in range(len(assets) + 1):
+        todo = [state for state in session.states(assets, dataset) if state.needs_work]
+        if not todo:
+            return True
+        session.log(f"dataset {dataset}: {_describe(todo)}")
+        result = session.execute(dataset_evaluation_job.name, [state.asset for state in todo], dataset, tags)
+        if not result.success:
+            report.failures.append(f"{dataset}: {_failure(result, session.verbose)}")
+            session.log(f"dataset {dataset}: its model-independent assets failed; its partitions are skipped this run")
+            return False
     return True
 
 
@@ -345,7 +379,8 @@ def level_status(dataset: str | None, model: str | None, level: str, states: Seq
 def pending_states(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[AssetState]:
     """Every (asset, partition) of the selection whose Dagster state is not fresh: what ``run``
     materializes first, and what the automation requests on its next tick."""
-    states = [state for dataset in datasets for state in session.states(["frozen_dataset"], dataset)]
+    states = [state for dataset in datasets
+              for state in session.states(["frozen_dataset", *dataset_assets(session.defs)], dataset)]
     assets = partition_assets(session.defs)
     for dataset in datasets:
         for model in models:
@@ -378,6 +413,8 @@ def project_status(
     rows = []
     for dataset in selected_datasets:
         rows.append(level_status(dataset, None, "data", session.states(["frozen_dataset"], dataset)))
+        if by_dataset := dataset_assets(session.defs):
+            rows.append(level_status(dataset, None, "l5_systems", session.states(by_dataset, dataset)))
         for model in selected_models:
             partition = str(model_dataset_key(model.name, dataset))
             rows += [level_status(dataset, model.key, level, session.states(assets, partition))
