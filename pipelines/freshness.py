@@ -9,7 +9,8 @@ Everything a number depends on reaches Dagster as a version:
   observable source asset under ``config/`` (group ``config``) whose data version is the sha256
   of the fragment: the card of each model (its data version *is* the card hash), the source of each
   dataset, the search depth, the measures, each dataset's metric conventions, the resampling
-  settings, the comparison settings, the ANN settings and each index spec. Facets are
+  settings, the comparison settings, the ANN settings and each index spec, the L5 latency sample
+  and each L5 system (its content hash). Facets are
   partitioned like their fragment (per card name, per dataset, or not at all), so an edit makes
   exactly the right partitions stale, with the cause "config/<facet> [partition] has a new data
   version".

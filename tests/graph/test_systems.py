@@ -103,6 +103,15 @@ def test_bm25_runs_once_per_dataset_an_ann_first_stage_reads_l4_and_a_rerank_enc
     summary = read_frame(data / "systems" / "tiny" / narrow / "flat-rerank" / "summary.parquet")
     assert summary["inputs"][0] == "ann:flat" and summary["system_hash"][0] == config.systems.hashes["flat-rerank"]
 
+    # BM25's k1 moves BM25's hash and the hashes of the fusions built on it: they alone turn stale.
+    systems["bm25"] = {**BM25, "k1": 0.9}
+    write_configs(models={"narrow": toy(32), "wide": toy(64)}, datasets=tiny, protocol=quick_protocol(),
+                  ann=small_ann(flat={"factory": "Flat"}), systems=systems_yaml(**systems))
+    planned, requested, changes = plan_and_automation(folder, data, instance)
+    assert sorted(changes) == ["config/system_bm25", "config/system_rrf"]
+    assert planned == requested == {("system_bm25", "tiny"), *(
+        ("system_rrf", str(model_dataset_key(name, "tiny"))) for name in ("narrow", "wide"))}
+
 
 def test_without_systems_yaml_there_is_no_l5_and_clashing_names_are_refused(write_configs, tiny):
     folder = write_configs(models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol())
