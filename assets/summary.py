@@ -13,7 +13,7 @@ from resources import ProjectResource
 @dg.asset(
     deps=["retrieval_metrics", *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="2",
+    code_version="3",
     kinds={"parquet"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
@@ -54,7 +54,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 @dg.asset(
     deps=["retrieval_metrics", "comparisons", "efficiency", *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="3",
+    code_version="4",
     kinds={"duckdb"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
@@ -93,7 +93,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         deps=["results_db", "comparisons", "norm_geometry", "normalization_price",
               *(["serving_frontier"] if with_serving else []), *facet_deps(COMPARISON)],
         group_name="summary",
-        code_version="4",
+        code_version="5",
         kinds={"html"},
         automation_condition=SUMMARIZE_WHEN_STALE,
     )
