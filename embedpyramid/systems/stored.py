@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
-from embedpyramid.config.systems import EXACT, BiEncoderSystem, parse_ann_reference
+from embedpyramid.config.systems import EXACT, AnnReference, BiEncoderSystem, parse_ann_reference
 from embedpyramid.data import FrozenDataset, encoding_inputs, open_frozen
 from embedpyramid.encode import Encoder, cached_embedding_path, embed_table, read_embeddings
 from embedpyramid.retrieval.search import search_metric
@@ -72,7 +73,7 @@ def evaluate_stored_system(
             keyed.append(KeyedVectors(*read_embeddings(table.path)))
         rerank_vectors = (keyed[0], keyed[1])
 
-        def encode_query(text: str):
+        def encode_query(text: str) -> np.ndarray:
             return encoder(by).encode([text], "query")[0]
 
     protocol = config.protocol
@@ -107,7 +108,7 @@ def _first_stages(
 
 
 def _ann_run(config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset,
-             reference, depth: int) -> pl.DataFrame:
+             reference: AnnReference, depth: int) -> pl.DataFrame:
     """The run of the L4 index the reference names (its first build seed), at ``depth``."""
     from embedpyramid.serving import build_seeds, index_complete, load_index, resolve_metric
     from embedpyramid.serving.level import stored_index_path
