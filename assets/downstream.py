@@ -100,14 +100,6 @@ def grade_analysis(context: dg.AssetExecutionContext, project: ProjectResource) 
 
 DOWNSTREAM_ASSETS = [downstream_answers, grade_analysis]
 """The L6 assets; with them the comparisons read ``downstream_answers`` and the results database
-and the report read ``grade_analysis`` (:func:`with_downstream_deps`)."""
+and the report read ``grade_analysis`` (added by :func:`pipelines.graph.build_definitions`)."""
 SUMMARY_DEPS = {"comparisons": "downstream_answers", "results_db": "grade_analysis",
                 "comparison_report": "grade_analysis"}
-
-
-def with_downstream_deps(summaries: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
-    """The summaries with their L6 dependency added (the comparisons compare the judge and answer
-    metrics; the results database and the report show the grade analysis)."""
-    return [asset.map_asset_specs(lambda spec: spec.merge_attributes(deps=[SUMMARY_DEPS[spec.key.to_user_string()]])
-                                  if spec.key.to_user_string() in SUMMARY_DEPS else spec)
-            for asset in summaries]

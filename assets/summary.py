@@ -1,6 +1,7 @@
 """Cross-model summaries: paired comparisons, the results database and the comparison report."""
 
 import dagster as dg
+import polars as pl
 
 from assets.metadata import table_metadata
 from embedpyramid.reports import forest_plot_svg, hsd_summary, key_table_markdown, markdown_table, svg_markdown
@@ -21,14 +22,18 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     CI, d_z, sign-flip and t-test p-values, adjusted within the confirmatory (Holm) or exploratory
     (Benjamini–Hochberg) family, win/tie/loss; the Tukey HSD groups with three or more models;
     the random-ranking floor; the worst regressions and the per-query deltas of the report
-    metric; and the verdict. With judge.yaml, L6's judge and answer metrics are compared too."""
+    metric; and the verdict. With systems.yaml, the same model comparisons within each L5 system,
+    each system's verdict against dense exact and the latency each stage adds; with judge.yaml,
+    L6's judge and answer metrics."""
     from embedpyramid.reports.summary import compare_evaluated, evaluated_partitions
+    from embedpyramid.systems.summary import system_partitions
 
     config, store = project.config, project.store
     partitions, missing = evaluated_partitions(config, store)
-    tables = compare_evaluated(config, store, partitions)
+    systems, missing_systems = system_partitions(config, store)
+    tables = compare_evaluated(config, store, partitions, systems)
     paths = tables.write(store.comparisons_dir)
-    for reason in [*tables.skipped, *(f"not evaluated yet: {m}" for m in missing)]:
+    for reason in [*tables.skipped, *(f"not evaluated yet: {m}" for m in [*missing, *missing_systems])]:
         context.log.warning(reason)
     compared = tables.comparisons
     families = (compared.group_by("dataset", "family", "adjustment", maintain_order=True).len("tests").to_dicts()
@@ -57,25 +62,29 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
 )
 def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """``<data>/results.duckdb``: per-query metrics, runs, qrels, the leaderboard and the
-    comparisons of every card in ``models.yaml`` on every dataset that has been evaluated, the L3
+    comparisons of every card in ``models.yaml`` on every dataset that has been evaluated, with
+    the L5 systems' rows, verdicts against dense exact and latency, the L2 task tables, the L3
     transfer, reproduction and published-score tables, and with judge.yaml L6's judge and answer
     metrics (in per_query_metrics), answers, judgements and grade tables."""
     from embedpyramid.downstream.summary import per_query_path, results_views
     from embedpyramid.reports.summary import evaluated_partitions, results_tables
+    from embedpyramid.systems.summary import system_partitions
     from embedpyramid.tasks.summary import task_results_tables
 
     store = project.store
     partitions, missing = evaluated_partitions(project.config, store)
-    if missing:
-        context.log.warning(f"not yet evaluated, left out of the summary: {', '.join(missing)}")
+    systems, missing_systems = system_partitions(project.config, store)
+    if missing or missing_systems:
+        context.log.warning(f"not yet evaluated, left out of the summary: {', '.join([*missing, *missing_systems])}")
     downstream = per_query_path(store) if project.config.downstream else None
     views = {**results_tables(store), **task_results_tables(store),
              **(results_views(store) if project.config.downstream else {})}
-    path = build_results_db(store.results_db, partitions, views,
+    path = build_results_db(store.results_db, [*partitions, *systems], views,
                             quality_metric=project.config.protocol.comparison.report_metric,
                             extra_metrics=[downstream] if downstream else [])
     baseline = project.config.baseline.key
-    wide = read_leaderboard(path).pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
+    exact = read_leaderboard(path).filter(pl.col("system") == "exact")
+    wide = exact.pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(path)),

@@ -33,6 +33,8 @@ SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "benchmark_t
 # (L6's grade_analysis): the summary job and `embedpyramid run` pick them up.
 STAGE_TAG, SUMMARY_STAGE = "embedpyramid/stage", "summary"
 summary_selection = dg.AssetSelection.assets(*SUMMARY_ASSETS) | dg.AssetSelection.tag(STAGE_TAG, SUMMARY_STAGE)
+DATASET_LEVEL_TAG = ("embedpyramid/partitioned-by", "dataset")
+"""Tags the assets partitioned by dataset alone that evaluate a frozen dataset (L5's BM25)."""
 # Carried by every run the automation launches, for queue limits (docs/dagster.yaml).
 AUTOMATION_TAG = "embedpyramid/automation"
 
@@ -100,11 +102,17 @@ summary_job = dg.define_asset_job(
     "summary", selection=summary_selection,
     description="Recompute the comparisons, results.duckdb, the report and the other cross-model summaries",
 )
+dataset_evaluation_job = dg.define_asset_job(
+    "evaluate_dataset", selection=dg.AssetSelection.tag(*DATASET_LEVEL_TAG),
+    description="Evaluate what one frozen dataset needs once, for no model: the model-independent L5 systems (BM25).",
+)
 evaluation_job = dg.define_asset_job(
     "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset") - summary_selection
+    - dg.AssetSelection.tag(*DATASET_LEVEL_TAG)
     # The L2 task families are partitioned by their own datasets: jobs of their own evaluate them.
     - dg.AssetSelection.assets(*(name for family in TASK_FAMILIES for name in task_family_assets(family))),
-    description="Evaluate one (model, dataset) partition: embeddings, L2 retrieval, L1, L4 and (with judge.yaml) L6.",
+    description="Evaluate one (model, dataset) partition: embeddings, L2 retrieval, L1, L4, L5 and (with judge.yaml) "
+                "L6.",
 )
 
 
@@ -129,6 +137,7 @@ with warnings.catch_warnings():
     )
 
 
+
 def summary_assets(defs: dg.Definitions) -> list[str]:
     """The summary assets of a graph, upstream first: SUMMARY_ASSETS and the tagged ones."""
     graph = defs.resolve_asset_graph()
@@ -146,6 +155,7 @@ task_evaluation_jobs = {family: dg.define_asset_job(
 ) for family in TASK_FAMILIES}
 """Per task family: its datasets are their own partitions, so freezing and evaluating them are
 jobs of their own (a job runs one partitions definition)."""
-JOBS = [refresh_datasets_job, summary_job, evaluation_job, *task_freeze_jobs.values(), *task_evaluation_jobs.values()]
+JOBS = [refresh_datasets_job, summary_job, dataset_evaluation_job, evaluation_job, *task_freeze_jobs.values(),
+        *task_evaluation_jobs.values()]
 SENSORS = [config_sensor, evaluation_automation]
 SCHEDULES = [nightly_refresh, nightly_summary]

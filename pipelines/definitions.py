@@ -4,7 +4,7 @@
 ``EMBEDPYRAMID_CONFIGS`` / ``EMBEDPYRAMID_DATA`` when set, else those the instance at
 ``$DAGSTER_HOME`` is bound to (the last ``embedpyramid`` command's), else ``configs/`` and
 ``data/`` of the repo. A config folder that does not validate still loads — without the L4
-assets of an unreadable ann.yaml — and shows its error where a Dagster user looks: the failed
+assets of an unreadable ann.yaml and the L5 assets — and shows its error where a Dagster user looks: the failed
 check ``config/folder: loads``, the failing ``config_sensor`` ticks, and an error logged at load
 (printed by ``dagster definitions validate`` and ``dagster dev``).
 """

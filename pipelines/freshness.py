@@ -10,8 +10,9 @@ Everything a number depends on reaches Dagster as a version:
   of the fragment: the card of each model (its data version *is* the card hash), the source of each
   dataset, the search depth, the measures, each dataset's metric conventions, the resampling
   settings, the comparison settings, the ANN settings and each index spec, each task dataset's
-  entry (one facet per L2 task family) and the task summary's settings. Facets are partitioned
-  like their fragment (per card name, per dataset, per task family's dataset, or not at all), so an edit makes
+  entry (one facet per L2 task family) and the task summary's settings, the L5 latency sample and
+  each L5 system (its content hash), and judge.yaml. Facets are partitioned like their fragment
+  (per card name, per dataset, per task family's dataset, or not at all), so an edit makes
   exactly the right partitions stale, with the cause "config/<facet> [partition] has a new data
   version".
 
@@ -52,6 +53,7 @@ from pipelines.partitions import (
     ann_asset_name,
     dataset_partitions,
     model_partitions,
+    system_asset_name,
     task_dataset_partitions,
     task_datasets_name,
 )
@@ -273,10 +275,32 @@ def ann_spec_facet(spec_name: str) -> Facet:
     )
 
 
-def config_facets(spec_names: Sequence[str], *, downstream: bool = False) -> list[Facet]:
-    """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml), the
-    task families' facets, and ``JUDGE`` when it has a judge.yaml (``downstream``)."""
+SYSTEMS_SETTINGS = Facet(
+    "systems_settings",
+    "systems.yaml settings.latency_queries and seed: the latency sample of every L5 system (what changes a "
+    "system's run, depth and dev splits included, is in each system's own facet).",
+    lambda config, _: (config.systems.settings.model_dump(include={"latency_queries", "seed"})
+                       if config.systems else None),
+)
+
+
+def system_facet(system_name: str) -> Facet:
+    """The facet of one L5 system of systems.yaml: its version is the system's content hash
+    (its settings, the card it reranks by, the L4 spec it reads and the hashes of its input
+    systems), so an edit makes exactly that system and the systems built on it stale."""
+    return Facet(
+        system_asset_name(system_name), f"systems.yaml systems.{system_name}: the system's content hash.",
+        lambda config, _: config.systems.hashes.get(system_name) if config.systems else None,
+    )
+
+
+def config_facets(spec_names: Sequence[str], system_names: Sequence[str] = (), *,
+                  downstream: bool = False) -> list[Facet]:
+    """Every facet of a config whose ann.yaml holds ``spec_names`` (none without ann.yaml) and
+    whose systems.yaml holds ``system_names`` (none without systems.yaml), the task families'
+    facets, and ``JUDGE`` when it has a judge.yaml (``downstream``)."""
     return [*STATIC_FACETS, *([ANN_SETTINGS] if spec_names else []), *(ann_spec_facet(name) for name in spec_names),
+            *([SYSTEMS_SETTINGS] if system_names else []), *(system_facet(name) for name in system_names),
             *TASK_FACETS, TASK_COMPARISON, *([JUDGE] if downstream else [])]
 
 
@@ -297,8 +321,9 @@ def observe_config(instance: dg.DagsterInstance, config: ProjectConfig) -> list[
 def config_observations(instance: dg.DagsterInstance, config: ProjectConfig) -> list[dg.AssetObservation]:
     """The observations that would bring Dagster's facet versions up to date with ``config``."""
     specs = [spec.name for spec in config.ann.specs] if config.ann else []
+    systems = list(config.systems.systems) if config.systems else []
     events = []
-    for facet in config_facets(specs, downstream=config.downstream is not None):
+    for facet in config_facets(specs, systems, downstream=config.downstream is not None):
         for partition in facet.partitions(config):
             version, fragment = facet.version(config, partition)
             record = instance.get_latest_data_version_record(facet.key, True, partition)

@@ -8,20 +8,23 @@ from pathlib import Path
 import dagster as dg
 
 from assets.data import frozen_dataset
-from assets.downstream import DOWNSTREAM_ASSETS, with_downstream_deps
+from assets.downstream import DOWNSTREAM_ASSETS, SUMMARY_DEPS
 from assets.efficiency import efficiency
 from assets.embeddings import document_embeddings, query_embeddings, raw_document_embeddings, raw_query_embeddings
 from assets.geometry import norm_geometry, normalization_price
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.serving import serving_assets
 from assets.summary import comparisons, report_asset, results_db
+from assets.systems import systems_assets
 from assets.tasks import TASK_ASSETS
 from assets.transfer import benchmark_transfer
+from embedpyramid.config import load_config
+from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
 from pipelines.freshness import config_facets
-from pipelines.partitions import check_ann_asset_names
+from pipelines.partitions import check_ann_asset_names, check_system_asset_names
 from resources import EncoderRegistry, ProjectResource
 
 ASSETS = [
@@ -44,17 +47,47 @@ def index_specs(configs_dir: str | Path) -> tuple[IndexSpec, ...]:
     return specs
 
 
+def systems_config(configs_dir: str | Path) -> SystemsConfig | None:
+    """The L5 systems of a folder's systems.yaml (None without one); it is validated against the
+    whole folder (cards, datasets, ann.yaml), and system names must map to distinct asset names."""
+    path = Path(configs_dir) / "systems.yaml"
+    if not path.is_file():
+        return None
+    systems = load_config(configs_dir).systems
+    assert systems is not None
+    check_system_asset_names(systems.systems, str(path))
+    return systems
+
+
+def with_extra_deps(assets: list[dg.AssetsDefinition],
+                    extra: dict[str, list[dg.AssetKey]]) -> list[dg.AssetsDefinition]:
+    """The assets with the dependencies that other levels add to them (by asset name), each asset
+    mapped once: Dagster cannot map the specs of an already mapped asset."""
+    return [asset.map_asset_specs(lambda spec: spec.merge_attributes(deps=extra[spec.key.to_user_string()]))
+            if any(extra.get(key.to_user_string()) for key in asset.keys) else asset for asset in assets]
+
+
 def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
                       specs: tuple[IndexSpec, ...] | None = None) -> dg.Definitions:
-    """The graph of one config folder: L4 has one asset (and one spec facet) per index spec; L6
-    exists only with a judge.yaml, and then the summaries depend on it."""
+    """The graph of one config folder: L4 has one asset (and one spec facet) per index spec, L5
+    one asset (and one system facet) per system; L6 exists only with a judge.yaml, and then the
+    summaries depend on it. Given ``specs`` (e.g. none, for a folder that does not validate),
+    systems.yaml is not read: no L5."""
+    systems = systems_config(configs_dir) if specs is None else None
     specs = index_specs(configs_dir) if specs is None else specs
     serving = serving_assets(specs) if specs else []
+    level5 = systems_assets(systems)
+    system_keys = [key for asset in level5 for key in asset.keys]
     downstream = (Path(configs_dir) / "judge.yaml").is_file()
-    facets = [facet.source_asset() for facet in config_facets([spec.name for spec in specs], downstream=downstream)]
-    assets = [*ASSETS, *serving, report_asset(with_serving=bool(serving))]
-    if downstream:
-        assets = [*with_downstream_deps(assets), *DOWNSTREAM_ASSETS]
+    facets = [facet.source_asset() for facet in config_facets(
+        [spec.name for spec in specs], list(systems.systems) if systems else [], downstream=downstream)]
+    # The comparisons read every system's per-query metrics (they turn stale with any system) and
+    # L6's judge and answer metrics; the results database and the report show the grade analysis.
+    extra: dict[str, list[dg.AssetKey]] = {"comparisons": list(system_keys)}
+    for name, dep in (SUMMARY_DEPS.items() if downstream else ()):
+        extra.setdefault(name, []).append(dg.AssetKey(dep))
+    assets = [*with_extra_deps([*ASSETS, report_asset(with_serving=bool(serving))], extra), *serving, *level5,
+              *(DOWNSTREAM_ASSETS if downstream else [])]
     return dg.Definitions(
         assets=[config_folder, *facets, *assets],
         asset_checks=[config_loads],

@@ -15,7 +15,7 @@ is bound to (:mod:`pipelines.instance`); a process reading another folder adds, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import dagster as dg
 
@@ -47,12 +47,26 @@ def ann_asset_name(spec_name: str) -> str:
 
 def check_ann_asset_names(spec_names: Iterable[str], where: str) -> None:
     """Refuse two spec names that would share one asset (``flat-a`` and ``flat_a``)."""
+    _check_distinct_assets(spec_names, ann_asset_name, where, "indexes")
+
+
+def system_asset_name(system_name: str) -> str:
+    """The asset of one L5 system of systems.yaml (``rerank-by-use-m3`` → ``system_rerank_by_use_m3``)."""
+    return "system_" + re.sub(r"[^A-Za-z0-9_]", "_", system_name)
+
+
+def check_system_asset_names(system_names: Iterable[str], where: str) -> None:
+    """Refuse two system names that would share one asset (``rrf-a`` and ``rrf_a``)."""
+    _check_distinct_assets(system_names, system_asset_name, where, "systems")
+
+
+def _check_distinct_assets(names: Iterable[str], asset_name: Callable[[str], str], where: str, section: str) -> None:
     seen: dict[str, str] = {}
-    for name in spec_names:
-        asset = ann_asset_name(name)
+    for name in names:
+        asset = asset_name(name)
         if asset in seen:
             raise ConfigError(
-                f"{where}: indexes.{seen[asset]} and indexes.{name} both become the asset {asset} "
+                f"{where}: {section}.{seen[asset]} and {section}.{name} both become the asset {asset} "
                 "('-' and '.' map to '_'); rename one of them"
             )
         seen[asset] = name

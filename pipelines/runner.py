@@ -9,9 +9,10 @@ version really changed (exactly what the automation requests tick by tick). Iden
 re-frozen, or an embedding that came out the same, stops the wave there.
 
 Order: each selected dataset is frozen (``refresh_datasets`` job; a task dataset of family F by
-``freeze_F``), each (card, dataset) partition goes through the ``evaluate`` job (``evaluate_F``
-for a task dataset), then the ``summary`` job rebuilds the comparisons, the results database and
-the report. A failing partition is reported and does not stop the others; a
+``freeze_F``) and its model-independent assets (L5's BM25) go through the ``evaluate_dataset``
+job, each (card, dataset) partition goes through the ``evaluate`` job (``evaluate_F`` for a task
+dataset), then the ``summary`` job rebuilds the comparisons, the results database and the
+report. A failing partition is reported and does not stop the others; a
 dataset that fails to freeze skips only its own partitions; what was already written stays.
 Every run carries the tags of :func:`pipelines.instance.run_tags`.
 """
@@ -28,6 +29,7 @@ import dagster as dg
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, has_data, load_config
 from embedpyramid.store import ArtifactStore, StorePath
 from pipelines.automation import (
+    dataset_evaluation_job,
     evaluation_job,
     refresh_datasets_job,
     summary_assets,
@@ -44,7 +46,7 @@ from pipelines.freshness import (
     observe_config,
     remember_fresh,
 )
-from pipelines.graph import build_definitions, index_specs
+from pipelines.graph import build_definitions
 from pipelines.instance import (
     DataFolderLock,
     bind,
@@ -53,7 +55,13 @@ from pipelines.instance import (
     open_instance,
     run_tags,
 )
-from pipelines.partitions import apply_partition_sync, model_dataset_key, model_dataset_partitions, task_family_assets
+from pipelines.partitions import (
+    apply_partition_sync,
+    dataset_partitions,
+    model_dataset_key,
+    model_dataset_partitions,
+    task_family_assets,
+)
 
 
 @dataclass
@@ -107,13 +115,15 @@ def select_datasets(config: ProjectConfig, requested: Sequence[str] | None) -> l
 
 @dataclass(frozen=True)
 class DatasetJobs:
-    """How one dataset is brought up to date: the asset that freezes it and its job, and the
-    per-(card, dataset) assets, upstream first, and the job that evaluates them."""
+    """How one dataset is brought up to date: the asset that freezes it and its job, the assets
+    evaluated once for the dataset (for no model: L5's BM25), and the per-(card, dataset) assets,
+    upstream first, and the job that evaluates them."""
 
     frozen_asset: str
     freeze_job: str
     assets: tuple[str, ...]
     evaluate_job: str
+    dataset_assets: tuple[str, ...] = ()
 
 
 @dataclass
@@ -138,7 +148,7 @@ class Session:
             frozen, *assets = task_family_assets(family)
             return DatasetJobs(frozen, task_freeze_jobs[family].name, tuple(assets), task_evaluation_jobs[family].name)
         return DatasetJobs("frozen_dataset", refresh_datasets_job.name, tuple(partition_assets(self.defs)),
-                           evaluation_job.name)
+                           evaluation_job.name, tuple(dataset_assets(self.defs)))
 
     def execute(self, job: str, assets: Sequence[str], partition: str | dg.MultiPartitionKey | None,
                 tags: dict[str, str]) -> dg.ExecuteInProcessResult:
@@ -159,6 +169,14 @@ def partition_assets(defs: dg.Definitions) -> list[str]:
             if graph.get(key).is_materializable and graph.get(key).partitions_def == model_dataset_partitions]
 
 
+def dataset_assets(defs: dg.Definitions) -> list[str]:
+    """The per-dataset assets that evaluate a frozen dataset for no model (L5's BM25), upstream first."""
+    graph = defs.resolve_asset_graph()
+    return [key.to_user_string() for key in graph.toposorted_asset_keys
+            if graph.get(key).is_materializable and graph.get(key).partitions_def == dataset_partitions
+            and key.to_user_string() != "frozen_dataset"]
+
+
 def open_session(
     config: ProjectConfig | str | Path, data_dir: str | StorePath, instance: dg.DagsterInstance | None,
     log: Callable[[str], None], verbose: bool,
@@ -167,7 +185,7 @@ def open_session(
     and register its cards and datasets as partitions: the bookkeeping every command shares."""
     config = config if isinstance(config, ProjectConfig) else load_config(config)
     store = ArtifactStore.at(data_dir)
-    defs = build_definitions(config.directory, store.root, index_specs(config.directory))
+    defs = build_definitions(config.directory, store.root)
     instance = instance or open_instance(store.root)
     bind(instance, config.directory, store.root)
     ensure_encoder_pool(instance)
@@ -215,7 +233,8 @@ def run_pipeline(
             report.skipped = [(model.key, dataset) for dataset in selected_datasets for model in selected_models]
             return report
         tags = run_tags(session.config.directory, command)
-        healthy = [dataset for dataset in selected_datasets if _freeze(session, dataset, tags, report)]
+        healthy = [dataset for dataset in selected_datasets
+                   if _freeze(session, dataset, tags, report) and _evaluate_dataset(session, dataset, tags, report)]
         for dataset in healthy:
             for model in selected_models:
                 _evaluate(session, model, dataset, tags, report)
@@ -230,7 +249,7 @@ def _asked(session: Session, models: Sequence[ResolvedModel], datasets: Sequence
     asked: list[tuple[str, str | None]] = []
     for dataset in datasets:
         jobs = session.jobs(dataset)
-        asked.append((jobs.frozen_asset, dataset))
+        asked += [(asset, dataset) for asset in (jobs.frozen_asset, *jobs.dataset_assets)]
         asked += [(asset, str(model_dataset_key(model.name, dataset))) for model in models for asset in jobs.assets]
     return asked + [(asset, None) for asset in summary_assets(session.defs)]
 
@@ -248,6 +267,23 @@ def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunRep
         session.log(f"dataset {dataset}: failed to freeze; its partitions are skipped this run")
         return False
     report.frozen.append(dataset)
+    return True
+
+
+def _evaluate_dataset(session: Session, dataset: str, tags: dict[str, str], report: RunReport) -> bool:
+    """Bring the dataset's model-independent assets up to date; False (and a failure reported)
+    when one fails: the dataset's partitions are then skipped, as after a failed freeze."""
+    assets = list(session.jobs(dataset).dataset_assets)
+    for _wave in range(len(assets) + 1):
+        todo = [state for state in session.states(assets, dataset) if state.needs_work]
+        if not todo:
+            return True
+        session.log(f"dataset {dataset}: {_describe(todo)}")
+        result = session.execute(dataset_evaluation_job.name, [state.asset for state in todo], dataset, tags)
+        if not result.success:
+            report.failures.append(f"{dataset}: {_failure(result, session.verbose)}")
+            session.log(f"dataset {dataset}: its model-independent assets failed; its partitions are skipped this run")
+            return False
     return True
 
 
@@ -389,7 +425,7 @@ def pending_states(session: Session, models: Sequence[ResolvedModel], datasets: 
     states = []
     for dataset in datasets:
         jobs = session.jobs(dataset)
-        states += session.states([jobs.frozen_asset], dataset)
+        states += session.states([jobs.frozen_asset, *jobs.dataset_assets], dataset)
         for model in models:
             states += session.states(list(jobs.assets), str(model_dataset_key(model.name, dataset)))
     states += session.states(summary_assets(session.defs), None)
@@ -421,6 +457,8 @@ def project_status(
         for asset in jobs.assets:
             levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
         rows.append(level_status(dataset, None, "data", session.states([jobs.frozen_asset], dataset)))
+        if jobs.dataset_assets:
+            rows.append(level_status(dataset, None, "l5_systems", session.states(list(jobs.dataset_assets), dataset)))
         for model in selected_models:
             partition = str(model_dataset_key(model.name, dataset))
             rows += [level_status(dataset, model.key, level, session.states(assets, partition))

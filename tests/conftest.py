@@ -31,8 +31,9 @@ def write_configs(tmp_path: Path) -> ConfigWriter:
     """Write a config folder; sections default to the shipped defaults, overrides replace them."""
 
     def write(folder: str = "configs", *, models: dict | None = None, datasets: dict | None = None,
-              protocol: dict | None = None, ann: dict | None = None) -> Path:
-        """``ann`` (the content of ann.yaml) is written only when given: without it, no L4."""
+              protocol: dict | None = None, ann: dict | None = None, systems: dict | None = None) -> Path:
+        """``ann`` (the content of ann.yaml) and ``systems`` (systems.yaml) are written only when
+        given: without them, no L4 and no L5."""
         target = tmp_path / folder
         target.mkdir(parents=True, exist_ok=True)
         if protocol is None:
@@ -47,6 +48,8 @@ def write_configs(tmp_path: Path) -> ConfigWriter:
         }
         if ann is not None:
             sections["ann"] = ann
+        if systems is not None:
+            sections["systems"] = systems
         for name, content in sections.items():
             (target / f"{name}.yaml").write_text(yaml.safe_dump(content, sort_keys=False))
         return target

@@ -12,10 +12,14 @@ plus ``models(model, name, card_hash, card)``, ``conventions(dataset, model, sys
 and the summary tables passed as ``extra_tables``: ``comparisons`` and ``regressions`` (the paired
 statistics of :mod:`embedpyramid.stats.compare`; empty until two models are evaluated on a
 dataset), ``hsd`` and ``hsd_pairs`` (the Tukey HSD groups; empty below three models) and
-``random_floor`` (every measure under a random ranking); and ``efficiency`` (one row per (model,
+``random_floor`` (every measure under a random ranking), ``system_verdicts`` and ``system_latency``
+(pyramid L5: each system against its model's dense exact search, and the latency each stage
+adds); and ``efficiency`` (one row per (model,
 dataset), :data:`embedpyramid.efficiency.EFFICIENCY_SCHEMA`, joined to the leaderboard: its
 ``quality_metric`` and ``quality``, the exact run's mean). ``model`` is always the partition key
-(``name@hash7``), so two cards never share a row.
+(``name@hash7``), so two cards never share a row; an L5 system's rows carry the system's name in
+``system`` (and ``none`` as the model of a model-independent one such as BM25), and ``models``
+lists the cards of the exact partitions.
 """
 
 from __future__ import annotations
@@ -106,7 +110,8 @@ def build_results_db(
             con.execute("CREATE TABLE t_models (model VARCHAR, name VARCHAR, card_hash VARCHAR, card JSON)")
             con.executemany(
                 "INSERT INTO t_models VALUES (?, ?, ?, ?)",
-                sorted({(p.model_key, p.model_name, p.card_hash, json.dumps(p.card, sort_keys=True, default=str)) for p in partitions}),
+                sorted({(p.model_key, p.model_name, p.card_hash, json.dumps(p.card, sort_keys=True, default=str))
+                        for p in partitions if p.system == "exact"}),
             )
             con.execute("CREATE TABLE t_conventions (dataset VARCHAR, model VARCHAR, system VARCHAR, conventions JSON)")
             con.executemany(

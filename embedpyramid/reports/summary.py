@@ -45,6 +45,8 @@ from embedpyramid.stats.compare import (
     tukey_hsd_tables,
 )
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.systems.summary import LATENCY_SCHEMA, SYSTEM_VERDICT_SCHEMA, system_latency, system_verdicts
+from embedpyramid.systems.summary import report_section as l5_section
 from embedpyramid.tasks.summary import read_task_summary, task_report_sections, tasks_summary_dir
 from embedpyramid.transfer.level import report_sections as transfer_sections
 from embedpyramid.transfer.level import transfer_dir, transfer_views
@@ -54,9 +56,10 @@ FLOOR_SCHEMA: dict[str, pl.DataType] = {"dataset": pl.String(), "metric": pl.Str
 TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "comparisons": COMPARISON_SCHEMA, "regressions": REGRESSION_SCHEMA, "deltas": DELTA_SCHEMA,
     "hsd": HSD_SCHEMA, "hsd_pairs": HSD_PAIR_SCHEMA, "random_floor": FLOOR_SCHEMA,
+    "system_verdicts": SYSTEM_VERDICT_SCHEMA, "system_latency": LATENCY_SCHEMA,
 }
 COMPARISON_TABLES = tuple(TABLE_SCHEMAS)
-RESULTS_VIEWS = ("comparisons", "regressions", "hsd", "hsd_pairs", "random_floor")
+RESULTS_VIEWS = ("comparisons", "regressions", "hsd", "hsd_pairs", "random_floor", "system_verdicts", "system_latency")
 """The comparison tables copied into ``results.duckdb`` as views of the same names."""
 
 
@@ -93,6 +96,8 @@ class ComparisonTables:
     hsd: pl.DataFrame
     hsd_pairs: pl.DataFrame
     random_floor: pl.DataFrame
+    system_verdicts: pl.DataFrame
+    system_latency: pl.DataFrame
     verdicts: list[dict[str, Any]]
     skipped: list[str]
 
@@ -114,12 +119,21 @@ def results_tables(store: ArtifactStore) -> dict[str, Path]:
     return {**{name: store.comparisons_dir / f"{name}.parquet" for name in RESULTS_VIEWS}, **transfer_views(store)}
 
 
-def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: list[EvaluatedPartition]) -> ComparisonTables:
+def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: list[EvaluatedPartition],
+                      systems: list[EvaluatedPartition] | None = None) -> ComparisonTables:
     """Per dataset: the random-ranking floor, and the paired comparisons of every evaluated model
     against the baseline (all pairs if configured) with the Tukey HSD when three or more models
     are evaluated; datasets where the baseline or every other model is missing are skipped and
     listed. L6's judge and answer metrics, when judge.yaml is set, are compared beside the
-    retrieval metrics (:func:`~embedpyramid.downstream.summary.compare_downstream`). Then the verdicts."""
+    retrieval metrics (:func:`~embedpyramid.downstream.summary.compare_downstream`). Then the
+    verdicts (exact search).
+
+    ``systems`` (the L5 evaluations, :func:`embedpyramid.systems.summary.system_partitions`) add,
+    per model-dependent system evaluated for the baseline and another model, the same model
+    comparisons within that system (its own test families, so adding a system never moves the
+    exact comparisons' adjusted p-values), each system's verdicts against dense exact and the
+    latency table."""
+    systems = systems or []
     comparison = config.protocol.comparison
     metric, baseline = comparison.report_metric, config.baseline.key
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in COMPARISON_TABLES}
@@ -147,6 +161,12 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
         if downstream is not None:
             parts["comparisons"].append(compare_downstream(
                 downstream.per_query.filter(pl.col("dataset") == dataset), queries, settings, truncated=truncated))
+        for name in dict.fromkeys(p.system for p in systems if p.dataset == dataset):
+            within = [p for p in systems if p.dataset == dataset and p.system == name]
+            if baseline in {p.model_key for p in within} and len(within) >= 2:
+                parts["comparisons"].append(compare_models(
+                    sort_metrics(pl.concat([read_frame(p.metrics_path) for p in within])), queries, settings,
+                    aliases=common_aliases(within), truncated=truncated))
         parts["regressions"].append(regressions(
             per_query, queries, qrels, {p.model_key: read_frame(p.run_path) for p in evaluated}, settings, metric,
             corpus=read_frame(frozen.path("corpus"), columns=["doc_id", "text"]),
@@ -155,10 +175,12 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
         hsd, hsd_pairs = tukey_hsd_tables(per_query, queries, settings, metric)
         parts["hsd"].append(hsd)
         parts["hsd_pairs"].append(hsd_pairs)
+    parts["system_verdicts"].append(system_verdicts(config, store, partitions, systems))
+    parts["system_latency"].append(system_latency(store, systems))
     tables = {name: pl.concat(frames) if frames else pl.DataFrame(schema=TABLE_SCHEMAS[name])
               for name, frames in parts.items()}
-    verdicts = dataset_verdicts(tables["comparisons"], tables["hsd"], power=comparison.power,
-                                detectable_delta=comparison.detectable_delta)
+    verdicts = dataset_verdicts(tables["comparisons"].filter(pl.col("system") == EXACT), tables["hsd"],
+                                power=comparison.power, detectable_delta=comparison.detectable_delta)
     return ComparisonTables(**tables, verdicts=[v.as_dict() for v in verdicts], skipped=skipped)
 
 
@@ -209,9 +231,9 @@ def build_report(
 ) -> ReportFiles:
     """Write report.md, report.html and the SVG figures under the store's report folder: the
     verdict, the leaderboard with its floor, the HSD groups, the comparisons, then per dataset its
-    data notes (empty or dropped texts), the cost/quality of its models, and the L1 and L4
-    sections of every evaluated (model, dataset), the L6 grade analysis of every dataset, and the
-    environment record."""
+    data notes (empty or dropped texts), the cost/quality of its models, the L1 and L4 sections
+    of every evaluated (model, dataset), its L5 systems and its L6 grade analysis; then the L2
+    task families, the L3 reproduction and transfer sections, and the environment record."""
     sections, conventions, datasets = [], [], []
     for dataset in config.datasets:
         directory = store.dataset_dir(dataset)
@@ -230,6 +252,8 @@ def build_report(
                 sections.append(l1_section(l1, model.key, dataset))
             if (serving_dir(store, dataset, model.key) / "frontier.parquet").is_file():
                 sections.append(l4_section(store, dataset, model.key))
+        sections.extend(l5_section(dataset, config.protocol.comparison.report_metric, tables.system_verdicts,
+                                   tables.system_latency, leaderboard))
         if config.downstream:
             sections.extend(l6_sections(store, dataset))
     task_summary = read_task_summary(tasks_summary_dir(store))

@@ -51,6 +51,12 @@ def serving_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
     return store.root / "serving" / dataset / model_key
 
 
+def stored_index_path(store: ArtifactStore, model: ResolvedModel, document_path: Path, spec: IndexSpec,
+                      seed: int) -> Path:
+    """Where the index of ``spec`` (its metric resolved) over the card's document table is saved."""
+    return store.root / "indexes" / index_file_name(spec, document_path.stem + "@" + model.card_hash, seed)
+
+
 def exact_arrays(run_path: Path, doc_ids: list[str], n_queries: int) -> tuple[np.ndarray, np.ndarray]:
     """The stored exact run as (scores, document indices) of shape (n_queries, depth), in rank order."""
     run = read_frame(run_path).sort("query_id", "rank")
@@ -93,7 +99,7 @@ def evaluate_serving(
     doc_ids, documents = read_embeddings(document_path)
     builds, paths, reused = [], [], []
     for seed in build_seeds(spec, settings):
-        index_path = store.root / "indexes" / index_file_name(spec, document_path.stem + "@" + model.card_hash, seed)
+        index_path = stored_index_path(store, model, document_path, spec, seed)
         loaded = index_complete(index_path)
         built = load_index(index_path, spec) if loaded else build_index(spec, documents, seed=seed, threads=settings.threads)
         if not loaded:

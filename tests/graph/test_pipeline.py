@@ -30,6 +30,7 @@ from pipelines.partitions import (
     TASK_FAMILIES,
     ann_asset_name,
     model_dataset_key,
+    system_asset_name,
     task_datasets_name,
 )
 from pipelines.runner import run_pipeline
@@ -38,6 +39,8 @@ from resources import ProjectResource
 DEFAULT_PROTOCOL = Path(__file__).resolve().parents[2] / "configs" / "protocol.yaml"
 RETRIEVAL = "metric NOT LIKE '%:%'"  # the retrieval measures, not L6's judge:/answer:/context: metrics
 SPECS = ["flat", "hnsw32", "ivf-flat", "ivf-pq", "sq8", "binary", "int8", "flat-d256", "flat-d128", "flat-d64"]
+SYSTEMS = ["bm25", "rrf", "weighted-minmax", "weighted-zscore", "rerank-by-use-m3", "rerank-by-minilm-l6",
+           "hnsw-rerank-by-use-m3"]
 
 
 def default_section(name: str) -> dict:
@@ -62,7 +65,15 @@ def test_definitions_load_with_lineage_partitions_and_automation():
                                 "frozen_dataset", "raw_document_embeddings", "raw_query_embeddings"],
         "efficiency": ["config/resampling", "config/run_settings", "document_embeddings", "exact_topk",
                        "query_embeddings"],
-        "comparisons": ["config/comparison", "downstream_answers", "retrieval_metrics"],
+        "comparisons": sorted(["config/comparison", "downstream_answers", "retrieval_metrics",
+                               *(system_asset_name(s) for s in SYSTEMS)]),
+        **{system_asset_name(name): sorted([f"config/{system_asset_name(name)}", "config/systems_settings",
+                                            "config/conventions", "config/measures", "frozen_dataset", *inputs])
+           for name, inputs in {
+               "bm25": [], "rrf": ["system_bm25", "exact_topk"], "weighted-minmax": ["system_bm25", "exact_topk"],
+               "weighted-zscore": ["system_bm25", "exact_topk"], "rerank-by-use-m3": ["exact_topk"],
+               "rerank-by-minilm-l6": ["exact_topk"],
+               "hnsw-rerank-by-use-m3": ["ann_hnsw32", "query_embeddings", "document_embeddings"]}.items()},
         "results_db": sorted(["benchmark_transfer", "comparisons", "config/comparison", "efficiency", "grade_analysis",
                               "retrieval_metrics", "task_comparisons"]),
         "benchmark_transfer": ["config/comparison", "config/resampling", "config/transfer", "retrieval_metrics",
@@ -90,10 +101,11 @@ def test_definitions_load_with_lineage_partitions_and_automation():
     assert facets == {f"config/{name}" for name in (
         "model_card", "run_settings", "dataset_source", "search", "measures", "conventions", "resampling", "comparison",
         "references", "transfer", "ann_settings", *(ann_asset_name(spec) for spec in SPECS), "judge",
-        *(f"{f}_datasets" for f in TASK_FAMILIES), "task_comparison")}
+        *(f"{f}_datasets" for f in TASK_FAMILIES), "task_comparison", "systems_settings",
+        *(system_asset_name(name) for name in SYSTEMS))}
     assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {
         CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary", "l2_tasks",
-        "l3_transfer", "l6_downstream"}
+        "l3_transfer", "l5_systems", "l6_downstream"}
     assert {s.name for s in repository.sensor_defs} == {"config_sensor", "evaluation_automation"}
     assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
     for key in graph.get_all_asset_keys():
@@ -110,19 +122,26 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     minilm_key, use_key = config.models["minilm-l6"].key, config.models["use-m3"].key
     d256_key = config.models["minilm-l6-d256"].key
     # One forward pass per text: the card's table is derived from the raw one (MiniLM's
-    # Normalize module is stripped for the pass), so the raw assets encode nothing more.
-    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys for kind in ("document", "query"))
+    # Normalize module is stripped for the pass), so the raw assets encode nothing more. USE's
+    # tables were encoded once, into the shared cache, by MiniLM's rerank-by-use-m3 (L5), so its
+    # own embedding assets found them there.
+    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys if key != use_key
+                                            for kind in ("document", "query"))
     assert report.summary_built
 
     n_measures = len(config.protocol.measures())
     with duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True) as con:
-        # Retrieval measures here; L6's judge:/answer:/context: metrics are in tests/graph/test_downstream.py.
-        assert con.sql(f"SELECT count(*) FROM per_query_metrics WHERE {RETRIEVAL}").fetchall() == [
-            (len(keys) * 748 * n_measures,)]
-        assert con.sql("SELECT count(*) FROM runs").fetchall() == [(len(keys) * 748 * 100,)]
+        # Exact search's retrieval measures here; L6's judge:/answer:/context: metrics are in
+        # tests/graph/test_downstream.py, the systems' rows below.
+        exact = f"WHERE system = 'exact' AND {RETRIEVAL}"
+        assert con.sql(f"SELECT count(*) FROM per_query_metrics {exact}").fetchall() == [(len(keys) * 748 * n_measures,)]
+        assert con.sql("SELECT count(*) FROM runs WHERE system = 'exact'").fetchall() == [(len(keys) * 748 * 100,)]
         assert con.sql("SELECT count(*) FROM qrels").fetchall() == [(897,)]
-        board = pl.from_arrow(con.sql(f"SELECT * FROM leaderboard WHERE {RETRIEVAL}").to_arrow_table())
+        board = pl.from_arrow(con.sql(f"SELECT * FROM leaderboard {exact}").to_arrow_table())
         judged = con.sql("SELECT DISTINCT model FROM per_query_metrics WHERE metric = 'judge:relevance'").fetchall()
+        # L5 (configs/systems.yaml): every system against each model it applies to.
+        systems = con.sql("SELECT DISTINCT system_b FROM system_verdicts WHERE family = 'confirmatory'").fetchall()
+        assert {name for (name,) in systems} == set(config.systems.systems)
         floor = dict(con.sql("SELECT metric, mean FROM random_floor").fetchall())
     assert {model for (model,) in judged} == set(keys)
     assert set(board["n"].to_list()) == {748}
@@ -171,14 +190,16 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     run = instance.get_run_records(dg.RunsFilter(tags={"embedpyramid/cli": "run"}), limit=1)[0].dagster_run
     assert run.job_name == "summary" and run.tags["embedpyramid/configs"] == str(Path("configs").resolve())
     assert run.tags["embedpyramid/command"] == "embedpyramid run"
-    assert {r.dagster_run.job_name for r in instance.get_run_records()} == {"refresh_datasets", "evaluate", "summary"}
+    assert {r.dagster_run.job_name for r in instance.get_run_records()} == {
+        "refresh_datasets", "evaluate_dataset", "evaluate", "summary"}
 
     # The comparisons of the two other models with the baseline: every tested metric and slice
     # in two families, and the report that shows them.
     aliases = read_metrics_manifest(store.metrics_path("chatterbot-en", minilm.key, "exact"))["aliases"]
     assert aliases["P@1"] == "Hit@1" and aliases["MAP@1"] == "Recall@1" and aliases["Judged@10"] == "P@10"
     with duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True) as con:
-        compared = pl.from_arrow(con.sql(f"SELECT * FROM comparisons WHERE {RETRIEVAL}").to_arrow_table())
+        compared = pl.from_arrow(con.sql(f"SELECT * FROM comparisons WHERE system = 'exact' AND {RETRIEVAL}")
+                                 .to_arrow_table())
         worst = pl.from_arrow(con.sql("SELECT * FROM regressions WHERE direction = 'regression'").to_arrow_table())
         hsd = pl.from_arrow(con.sql("SELECT * FROM hsd ORDER BY mean DESC").to_arrow_table())
         hsd_pairs = pl.from_arrow(con.sql("SELECT * FROM hsd_pairs").to_arrow_table())

@@ -191,6 +191,12 @@ def _check_frame(frame: pl.DataFrame, frame_name: str, columns: dict[str, str]) 
 
 
 def _measure_values(measure: Measure, ranking: JudgedRanking) -> np.ndarray:
+    # Every measure lies in [0, 1]; tie-aware expected values are sums of fractions, whose
+    # rounding can pass 1 by an ulp (11 tied documents, 7 relevant: Recall@11 = 1 + 2e-16).
+    return np.clip(_unclipped_values(measure, ranking), 0.0, 1.0)
+
+
+def _unclipped_values(measure: Measure, ranking: JudgedRanking) -> np.ndarray:
     if measure.name == "RPrec":
         return r_precision(ranking.relevant, ranking.n_relevant)
     if measure.cutoff is None:  # the uncut MRR reads every retrieved rank

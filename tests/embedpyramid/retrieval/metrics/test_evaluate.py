@@ -323,3 +323,13 @@ def test_duplicate_query_ids_raise() -> None:
 def test_measures_given_as_strings_raise() -> None:
     with pytest.raises(TypeError, match="'P@1'.*parse_measure"):
         evaluate_run(make_run([]), make_qrels([]), ["P@1"])  # type: ignore[list-item]
+
+
+def test_tie_aware_values_never_pass_one_by_rounding():
+    # 11 documents tied, 7 relevant: the expected relevance per rank is 7/11, and eleven of them
+    # sum to 1 + 2e-16 in floating point; a measure in [0, 1] must stay there (paired tests refuse
+    # values outside it).
+    run = make_run([("q", f"d{i}", 1.0) for i in range(11)])
+    qrels = pl.DataFrame({"query_id": ["q"] * 7, "doc_id": [f"d{i}" for i in range(7)], "relevance": [1] * 7})
+    evaluation = evaluate_run(run, qrels, [parse_measure("Recall@11")], MetricConventions(ties="expected"))
+    assert evaluation.per_query["value"].to_list() == [1.0]

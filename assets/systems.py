@@ -1,0 +1,121 @@
+"""Pyramid L5: one asset per system of systems.yaml.
+
+A model-independent system (BM25, or anything built only on it) is computed once per dataset:
+its asset is partitioned by dataset alone and tagged ``DATASET_LEVEL_TAG``, so it runs in the
+``evaluate_dataset`` job, and the model × dataset systems that read it map to it through the
+dataset dimension. Every other system (fusion, rerank) is partitioned by model × dataset, like
+L4's one asset per index spec. Each asset depends on its own system facet, whose version is the
+system's content hash, so an edit makes exactly that system and the systems built on it stale.
+"""
+
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from assets.metadata import headline_metrics, table_metadata
+from embedpyramid.reports import markdown_table
+from pipelines.automation import DATASET_LEVEL_TAG
+from pipelines.freshness import (
+    CONVENTIONS,
+    EVALUATE_WHEN_STALE,
+    MEASURES,
+    SYSTEMS_SETTINGS,
+    facet_deps,
+    system_facet,
+)
+from pipelines.instance import ENCODER_POOL
+from pipelines.partitions import ann_asset_name, dataset_partitions, model_dataset_partitions, system_asset_name
+from resources import EncoderRegistry, ProjectResource
+
+if TYPE_CHECKING:
+    from embedpyramid.config.systems import SystemsConfig
+
+def _upstream(systems: "SystemsConfig", name: str) -> list[str]:
+    """The assets a system reads: the frozen dataset, the exact run, the systems and L4 indexes
+    it takes as input (and, for an index, the card's embeddings)."""
+    from embedpyramid.config.systems import EXACT, parse_ann_reference
+
+    deps = ["frozen_dataset"]
+    for reference in systems.system(name).references():
+        if reference == EXACT:
+            deps.append("exact_topk")
+        elif reference in systems.systems:
+            deps.append(system_asset_name(reference))
+        elif (parsed := parse_ann_reference(reference)) is not None:
+            deps += [ann_asset_name(parsed.spec), "query_embeddings", "document_embeddings"]
+    return list(dict.fromkeys(deps))
+
+
+def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:
+    """The asset of one system: partitioned by dataset when it is model-independent, else by
+    model × dataset. A bi-encoder rerank is not evaluated for the card it reranks by: that
+    partition records "not applicable" (writing nothing; the summaries never read it), so it is
+    neither missing forever nor a failure."""
+    from embedpyramid.config.systems import BiEncoderSystem, CrossEncoderSystem
+
+    spec = systems.system(name)
+    independent = systems.model_independent(name)
+    runs_a_model = isinstance(spec, BiEncoderSystem | CrossEncoderSystem)
+
+    @dg.asset(
+        name=system_asset_name(name),
+        partitions_def=dataset_partitions if independent else model_dataset_partitions,
+        deps=[*_upstream(systems, name), *facet_deps(system_facet(name), SYSTEMS_SETTINGS, MEASURES, CONVENTIONS)],
+        group_name="l5_systems",
+        code_version="1",
+        kinds={"parquet"},
+        tags=dict([DATASET_LEVEL_TAG]) if independent else None,
+        pool=ENCODER_POOL if runs_a_model else None,
+        automation_condition=EVALUATE_WHEN_STALE,
+        description=f"L5 system {name!r} ({spec.kind}, inputs: {', '.join(spec.references()) or 'the corpus'}): its "
+                    "run, per-query metrics in the long table (system = its name), settings, hash and the latency "
+                    "the stage adds (p50/p95)." + (" Model-independent: once per dataset." if independent else ""),
+    )
+    def system(context: dg.AssetExecutionContext, project: ProjectResource,
+               encoders: EncoderRegistry) -> dg.MaterializeResult:
+        from embedpyramid.data import open_frozen
+        from embedpyramid.reports.results import sort_metrics
+        from embedpyramid.systems.stored import evaluate_stored_system
+
+        config, store = project.config, project.store
+        if independent:
+            dataset, model = context.partition_key, None
+            frozen = open_frozen(store.dataset_dir(dataset))
+        else:
+            part = project.partition(context)
+            dataset, model, frozen = part.dataset, part.model, part.frozen
+            if config.systems is not None and not config.systems.applies_to(name, model.name):
+                reason = f"system {name!r} reranks by card {model.name!r}: not evaluated for that card"
+                context.log.info(reason)
+                return dg.MaterializeResult(metadata={"not_applicable": dg.MetadataValue.text(reason)})
+        result, paths = evaluate_stored_system(config, store, name, dataset, frozen, model, encoders.encoder)
+        row = result.summary.row(0, named=True)
+        means = sort_metrics(result.scored.means())
+        metadata = {
+            **headline_metrics(means, config.protocol.comparison.report_metric),
+            "kind": dg.MetadataValue.text(row["kind"]),
+            "inputs": dg.MetadataValue.text(row["inputs"]),
+            "system_hash": dg.MetadataValue.text(row["system_hash"]),
+            "candidate_depth": dg.MetadataValue.int(row["candidate_depth"] or 0),
+            "stage_seconds": dg.MetadataValue.float(row["stage_seconds"]),
+            "p50_ms": dg.MetadataValue.float(row["p50_ms"]),
+            "p95_ms": dg.MetadataValue.float(row["p95_ms"]),
+            "latency_scope": dg.MetadataValue.text(row["latency_scope"]),
+            "empty_queries": dg.MetadataValue.int(row["empty_queries"]),
+            "settings": dg.MetadataValue.json(result.manifest()["system"]),
+            "metrics": table_metadata(means),
+            "model": dg.MetadataValue.text(row["model"]),
+            "path": dg.MetadataValue.path(str(paths["metrics"])),
+        }
+        if row["tuned_on"] is not None:
+            metadata["tuned_on"] = dg.MetadataValue.text(row["tuned_on"])
+        if result.sweep is not None:
+            metadata["dev_sweep"] = dg.MetadataValue.md(markdown_table(result.sweep))
+        return dg.MaterializeResult(metadata=metadata)
+
+    return system
+
+
+def systems_assets(systems: "SystemsConfig | None") -> list[dg.AssetsDefinition]:
+    """One asset per system of systems.yaml (none without the file)."""
+    return [system_asset(systems, name) for name in systems.systems] if systems else []

@@ -1,0 +1,130 @@
+"""Pyramid L5 on the artifact store: gather what one system reads, run it, write it.
+
+:func:`evaluate_stored_system` is what an L5 asset calls. It reads the system's inputs where the
+rest of the pyramid left them — the model's exact run (L2), another system's run, an L4 index
+searched at the candidate depth (``ann:`` references: the index the L4 asset built for the
+spec's first seed, loaded, never rebuilt), the reranking card's embedding tables (read from the
+content-addressed cache, or encoded into it when that card has not been evaluated on the
+dataset yet, so its own embedding asset then reuses them) and the dev split's runs — then
+:func:`~embedpyramid.systems.level.evaluate_system` and
+:func:`~embedpyramid.systems.level.write_system`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from embedpyramid.config import ProjectConfig, ResolvedModel
+from embedpyramid.config.systems import EXACT, AnnReference, BiEncoderSystem, parse_ann_reference
+from embedpyramid.data import FrozenDataset, encoding_inputs, open_frozen
+from embedpyramid.encode import Encoder, cached_embedding_path, embed_table, read_embeddings
+from embedpyramid.retrieval.search import search_metric
+from embedpyramid.store import ArtifactStore, read_frame
+from embedpyramid.systems.first_stage import ann_first_stage
+from embedpyramid.systems.level import (
+    DatasetTables,
+    DevSplit,
+    SystemResult,
+    evaluate_system,
+    reference_run_path,
+    write_system,
+)
+from embedpyramid.systems.rerank import KeyedVectors
+
+
+def evaluate_stored_system(
+    config: ProjectConfig, store: ArtifactStore, name: str, dataset: str, frozen: FrozenDataset,
+    model: ResolvedModel | None = None, encoder: Callable[[ResolvedModel], Encoder] | None = None,
+) -> tuple[SystemResult, dict[str, Path]]:
+    """Run system ``name`` of ``systems.yaml`` on ``dataset`` for ``model`` (None for a
+    model-independent system) from the stored inputs, and write it. ``encoder(card)`` loads a
+    card's encoder: a bi-encoder rerank encodes its ``by`` card's tables on a cache miss and
+    times that card's query encoding with it."""
+    systems = config.systems
+    if systems is None:
+        raise ValueError(f"{config.directory / 'systems.yaml'} does not exist: there is no L5 system {name!r}")
+    spec = systems.system(name)
+    if model is None and not systems.model_independent(name):
+        raise ValueError(f"system {name!r} reads a model's run: give the model")
+    model = None if systems.model_independent(name) else model
+    tables = DatasetTables.from_frozen(frozen)
+    first_stages = _first_stages(config, store, name, dataset, frozen, model)
+    dev = None
+    if (dev_name := systems.settings.dev_datasets.get(dataset)) is not None:
+        dev_directory = store.dataset_dir(dev_name)
+        if not (dev_directory / "manifest.json").is_file():
+            raise ValueError(f"system {name!r}: the dev split {dev_name!r} of {dataset!r} is not frozen yet; run "
+                             f"`embedpyramid run --datasets {dev_name}` first")
+        dev_frozen = open_frozen(dev_directory)
+        dev = DevSplit(dev_name, DatasetTables.from_frozen(dev_frozen),
+                       _first_stages(config, store, name, dev_name, dev_frozen, model))
+    rerank_vectors, encode_query = None, None
+    if isinstance(spec, BiEncoderSystem):
+        by = config.models[spec.by]
+        if encoder is None:
+            raise ValueError(f"system {name!r} reranks by card {spec.by!r}: give an encoder loader")
+        keyed = []
+        for kind in ("query", "document"):
+            table = embed_table(store, by, kind, encoding_inputs(frozen, kind), lambda: encoder(by))
+            keyed.append(KeyedVectors(*read_embeddings(table.path)))
+        rerank_vectors = (keyed[0], keyed[1])
+
+        def encode_query(text: str) -> np.ndarray:
+            return encoder(by).encode([text], "query")[0]
+
+    protocol = config.protocol
+    result = evaluate_system(
+        name, systems, dataset=dataset, model_key=None if model is None else model.key, tables=tables,
+        measures=protocol.measures(), conventions=protocol.conventions(config.dataset(dataset)),
+        first_stages=first_stages, rerank_vectors=rerank_vectors, encode_query=encode_query, dev=dev,
+    )
+    return result, write_system(result, store)
+
+
+def _first_stages(
+    config: ProjectConfig, store: ArtifactStore, name: str, dataset: str, frozen: FrozenDataset,
+    model: ResolvedModel | None,
+) -> dict[str, pl.DataFrame]:
+    """Each reference of the system as a run: stored runs read, ``ann:`` ones searched."""
+    systems = config.systems
+    assert systems is not None
+    runs = {}
+    for reference in systems.system(name).references():
+        if (parsed := parse_ann_reference(reference)) is not None:
+            assert model is not None, "an ann: first stage belongs to a model"
+            runs[reference] = _ann_run(config, store, model, frozen, parsed, systems.ann_references()[reference])
+            continue
+        path = reference_run_path(store, systems, dataset, None if model is None else model.key, reference)
+        if not path.is_file():
+            producer = "exact_topk" if reference == EXACT else f"the system {reference!r}"
+            raise ValueError(f"system {name!r} reads {reference!r} on {dataset!r}, but {path} does not exist: "
+                             f"materialize {producer} for this partition first")
+        runs[reference] = read_frame(path)
+    return runs
+
+
+def _ann_run(config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset,
+             reference: AnnReference, depth: int) -> pl.DataFrame:
+    """The run of the L4 index the reference names (its first build seed), at ``depth``."""
+    from embedpyramid.serving import build_seeds, index_complete, load_index, resolve_metric
+    from embedpyramid.serving.level import stored_index_path
+
+    assert config.ann is not None and config.systems is not None
+    settings, systems = config.ann.settings, config.systems.settings
+    spec, _ = resolve_metric(config.ann.spec(reference.spec), search_metric(model.similarity, model.card.normalize),
+                             model.card.normalize)
+    document_path = cached_embedding_path(store, model, frozen, "document")
+    path = stored_index_path(store, model, document_path, spec, build_seeds(spec, settings)[0])
+    if not index_complete(path):
+        raise ValueError(f"the index of ann:{reference.spec} for {model.key} is not built ({path}): materialize "
+                         f"its L4 asset first")
+    query_ids, queries = read_embeddings(cached_embedding_path(store, model, frozen, "query"))
+    doc_ids, documents = read_embeddings(document_path)
+    run, _ = ann_first_stage(load_index(path, spec), reference, queries, query_ids, doc_ids, depth=depth,
+                             batch_size=settings.batch_size, latency_queries=systems.latency_queries,
+                             seed=systems.seed, threads=settings.threads, documents=documents)
+    return run

@@ -1,0 +1,123 @@
+"""Pyramid L5 in the graph: BM25 once per dataset, fusion and rerank per model × dataset, their
+rows in per_query_metrics, the comparisons, the system verdicts and the report, and freshness
+per system."""
+
+import dagster as dg
+import duckdb
+import pytest
+from graph_helpers import default_section, plan_and_automation, quick_protocol, small_ann, toy
+
+from embedpyramid.config import ConfigError, load_config
+from embedpyramid.store import read_frame, read_json
+from pipelines.graph import build_definitions
+from pipelines.partitions import model_dataset_key
+from pipelines.runner import run_pipeline
+
+
+def systems_yaml(**systems) -> dict:
+    settings = {**default_section("systems")["settings"], "latency_queries": 20}
+    return {"settings": settings, "systems": systems}
+
+
+BM25 = {"kind": "bm25", "method": "lucene", "k1": 1.2, "b": 0.75}
+
+
+def rrf(k: int = 60) -> dict:
+    return {"kind": "rrf", "inputs": ["bm25", "exact"], "k": k}
+
+
+def query(path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.sql(sql).fetchall()
+
+
+def test_systems_with_real_models_join_the_comparisons_and_the_report_and_only_rrf_turns_stale(
+        write_configs, two_real_models, small_chatterbot, tmp_path):
+    systems = {"bm25": BM25, "rrf": rrf(), "rerank-by-use-m3": {
+        "kind": "bi-encoder", "first_stage": "exact", "top_n": 50, "by": "use-m3"}}
+    folder = write_configs(models=two_real_models, datasets=small_chatterbot,
+                           protocol=quick_protocol(baseline="minilm-l6"), systems=systems_yaml(**systems))
+    (tmp_path / "home").mkdir()
+    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    report = run_pipeline(folder, data, instance=instance)
+    assert report.failures == [] and report.summary_built
+    config = load_config(folder)
+    minilm, use = config.models["minilm-l6"].key, config.models["use-m3"].key
+    db = data / "results.duckdb"
+
+    # Every system's per-query rows are in the long table: BM25 once (model none), rrf per model,
+    # the rerank by USE only for MiniLM (never a card reranked by itself).
+    rows = set(query(db, "SELECT DISTINCT system, model FROM per_query_metrics WHERE system <> 'exact'"))
+    assert rows == {("bm25", "none"), ("rrf", minilm), ("rrf", use), ("rerank-by-use-m3", minilm)}
+    assert query(db, "SELECT count(DISTINCT system) FROM runs")[0][0] == 4
+    assert {row[0] for row in query(db, "SELECT model FROM models")} == {minilm, use}
+
+    # The models are compared within rrf too (its own Holm family), and the verdict stays exact's.
+    comparisons = read_frame(data / "comparisons" / "comparisons.parquet")
+    assert set(comparisons["system"].unique()) == {"exact", "rrf"}
+    assert all(entry["system"] == "exact" for entry in read_json(data / "comparisons" / "verdict.json"))
+
+    # Each system against its model's dense exact search, Holm across models × systems.
+    verdicts = query(db, "SELECT model, system_b, verdict, family_size, wins + ties + losses, n FROM system_verdicts "
+                         "WHERE metric = 'nDCG@10' AND slice_column = 'all' AND family = 'confirmatory'")
+    assert {(model, system) for model, system, *_ in verdicts} == {
+        (minilm, "bm25"), (use, "bm25"), (minilm, "rrf"), (use, "rrf"), (minilm, "rerank-by-use-m3")}
+    assert all(size == 5 and counted == n for _, _, _, size, counted, n in verdicts)
+    assert {verdict for _, _, verdict, *_ in verdicts} <= {"better", "worse", "no detectable difference"}
+    latency = query(db, "SELECT system, model, p50_ms, p95_ms FROM system_latency")
+    assert len(latency) == 4 and all(0 < p50 <= p95 for _, _, p50, p95 in latency)
+
+    text = (data / "report" / "report.md").read_text()
+    assert "L5 hybrid and rerank systems: chatterbot-small" in text
+    assert "Systems vs dense exact (nDCG@10)" in text and "Latency each stage adds" in text
+
+    # A new RRF k changes only rrf's hash: only its partitions are stale, BM25 and the rerank stay.
+    systems["rrf"] = rrf(k=30)
+    write_configs(models=two_real_models, datasets=small_chatterbot,
+                  protocol=quick_protocol(baseline="minilm-l6"), systems=systems_yaml(**systems))
+    planned, requested, changes = plan_and_automation(folder, data, instance)
+    assert changes == ["config/system_rrf"]
+    expected = {("system_rrf", str(model_dataset_key(name, "chatterbot-small"))) for name in ("minilm-l6", "use-m3")}
+    assert planned == requested == expected
+
+
+def test_bm25_runs_once_per_dataset_an_ann_first_stage_reads_l4_and_a_rerank_encodes_the_other_card(
+        write_configs, tiny, tmp_path):
+    systems = {"bm25": BM25, "rrf": rrf(), "flat-rerank": {
+        "kind": "bi-encoder", "first_stage": "ann:flat", "top_n": 5, "by": "wide"}}
+    folder = write_configs(models={"narrow": toy(32), "wide": toy(64)}, datasets=tiny, protocol=quick_protocol(),
+                           ann=small_ann(flat={"factory": "Flat"}), systems=systems_yaml(**systems))
+    (tmp_path / "home").mkdir()
+    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    report = run_pipeline(folder, data, instance=instance)
+    assert report.failures == []
+    records = instance.fetch_materializations(dg.AssetKey("system_bm25"), limit=10).records
+    assert [record.partition_key for record in records] == ["tiny"]
+    not_applicable = instance.fetch_materializations(dg.AssetRecordsFilter(
+        dg.AssetKey("system_flat_rerank"), asset_partitions=[str(model_dataset_key("wide", "tiny"))]), limit=1).records
+    assert "not_applicable" in not_applicable[0].asset_materialization.metadata
+    config = load_config(folder)
+    rows = set(query(data / "results.duckdb", "SELECT DISTINCT system, model FROM per_query_metrics"))
+    narrow, wide = config.models["narrow"].key, config.models["wide"].key
+    assert ("flat-rerank", narrow) in rows and ("flat-rerank", wide) not in rows and ("bm25", "none") in rows
+    summary = read_frame(data / "systems" / "tiny" / narrow / "flat-rerank" / "summary.parquet")
+    assert summary["inputs"][0] == "ann:flat" and summary["system_hash"][0] == config.systems.hashes["flat-rerank"]
+
+    # BM25's k1 moves BM25's hash and the hashes of the fusions built on it: they alone turn stale.
+    systems["bm25"] = {**BM25, "k1": 0.9}
+    write_configs(models={"narrow": toy(32), "wide": toy(64)}, datasets=tiny, protocol=quick_protocol(),
+                  ann=small_ann(flat={"factory": "Flat"}), systems=systems_yaml(**systems))
+    planned, requested, changes = plan_and_automation(folder, data, instance)
+    assert sorted(changes) == ["config/system_bm25", "config/system_rrf"]
+    assert planned == requested == {("system_bm25", "tiny"), *(
+        ("system_rrf", str(model_dataset_key(name, "tiny"))) for name in ("narrow", "wide"))}
+
+
+def test_without_systems_yaml_there_is_no_l5_and_clashing_names_are_refused(write_configs, tiny):
+    folder = write_configs(models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol())
+    graph = build_definitions(folder, folder.parent / "data").resolve_asset_graph()
+    assert not [key for key in graph.get_all_asset_keys() if graph.get(key).group_name == "l5_systems"]
+    clash = write_configs("clash", models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol(),
+                          systems=systems_yaml(**{"bm25": BM25, "rrf-a": rrf(), "rrf_a": rrf()}))
+    with pytest.raises(ConfigError, match="systems.rrf-a and systems.rrf_a both become the asset system_rrf_a"):
+        build_definitions(clash, clash.parent / "data")
