@@ -323,8 +323,10 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
 
 def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> None:
     summaries = summary_assets(session.defs)
-    for _wave in range(len(summaries) + 1):
-        todo = [state for state in session.states(summaries, None) if state.needs_work]
+    fed = _fed_by(session, summaries, {asset for _, _, asset in report.assets})
+    for wave in range(len(summaries) + 1):
+        todo = [state for state in session.states(summaries, None)
+                if state.needs_work or (wave == 0 and state.asset in fed)]
         if not todo:
             return
         if not _any_evaluated(session):
@@ -337,6 +339,16 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
             report.failures.append(f"summary: {_failure(result, session.verbose)}")
             return
         report.summary_built = True
+
+
+def _fed_by(session: Session, summaries: Sequence[str], materialized: set[str]) -> set[str]:
+    """The summaries downstream of an asset this run materialized. Dagster does not count a
+    partition materialized for the first time (a dataset or card evaluated for the first time
+    without a config edit, e.g. after ``--datasets``) as making an unpartitioned summary stale,
+    so the run rebuilds those summaries itself."""
+    graph = session.defs.resolve_asset_graph()
+    return {summary for summary in summaries
+            if materialized & {key.to_user_string() for key in graph.get_ancestor_asset_keys(dg.AssetKey(summary))}}
 
 
 def _any_evaluated(session: Session) -> bool:

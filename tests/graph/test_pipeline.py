@@ -118,7 +118,9 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     report = run_pipeline("configs", tmp_path, instance=instance)
     keys = [model.key for model in config.models.values()]
     assert report.failures == []
-    assert report.materialized == [(key, "chatterbot-en") for key in keys]
+    # Retrieval first, then the L2 task datasets on their own partitions.
+    assert report.materialized == [(key, dataset) for dataset in ["chatterbot-en", *config.task_datasets]
+                                   for key in keys]
     minilm_key, use_key = config.models["minilm-l6"].key, config.models["use-m3"].key
     d256_key = config.models["minilm-l6-d256"].key
     # One forward pass per text: the card's table is derived from the raw one (MiniLM's
@@ -191,7 +193,8 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     assert run.job_name == "summary" and run.tags["embedpyramid/configs"] == str(Path("configs").resolve())
     assert run.tags["embedpyramid/command"] == "embedpyramid run"
     assert {r.dagster_run.job_name for r in instance.get_run_records()} == {
-        "refresh_datasets", "evaluate_dataset", "evaluate", "summary"}
+        "refresh_datasets", "evaluate_dataset", "evaluate", "summary",
+        *(f"{stage}_{family}" for stage in ("freeze", "evaluate") for family in TASK_FAMILIES)}
 
     # The comparisons of the two other models with the baseline: every tested metric and slice
     # in two families, and the report that shows them.

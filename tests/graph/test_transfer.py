@@ -9,14 +9,9 @@ from graph_helpers import beir_folder, plan_and_automation, quick_protocol, toy
 
 from assets.transfer import REPRODUCTION_CHECK
 from embedpyramid.config import load_config
-from embedpyramid.data import freeze_task_dataset, load_task_dataset, task_encoding_inputs
-from embedpyramid.encode import load_encoder
 from embedpyramid.store import ArtifactStore, read_frame
-from embedpyramid.tasks import evaluate_task, tasks_dir, write_task_result
 from embedpyramid.transfer.level import read_transfer, transfer_dir
-from embedpyramid.vectors import TextVectors
 from pipelines.automation import SUMMARY_ASSETS
-from pipelines.graph import build_definitions
 from pipelines.partitions import DATASETS, model_dataset_key
 from pipelines.runner import run_pipeline
 
@@ -127,31 +122,24 @@ def test_reproduction_check_passes_and_fails_and_a_third_model_recomputes_only_i
 
 
 def test_lee_public_against_chatterbot_own_with_two_real_models(write_configs, two_real_models, tmp_path):
-    """End to end with real models: chatterbot (own) evaluated by the graph, Lee (public) by the
-    L2 STS core as the task_sts asset writes it; the transfer ranks both and compares them."""
+    """End to end with real models: chatterbot (own) and Lee (public, through the task_sts asset)
+    evaluated by the graph; the transfer ranks both and compares them."""
     datasets = {"chatterbot-ai": {"loader": "chatterbot", "categories": ["ai", "emotion"], "role": "own"},
                 "lee-sts": {"loader": "gensim-lee", "task": "sts", "role": "public"}}
     folder = write_configs(models=two_real_models, datasets=datasets, protocol=quick_protocol())
-    config = load_config(folder)
     store = ArtifactStore(tmp_path / "data")
     instance = dg.DagsterInstance.ephemeral()
-    report = run_pipeline(folder, store.root, instance=instance)
+    # Only the own dataset first: Lee is left out of the transfer, with the reason.
+    report = run_pipeline(folder, store.root, instance=instance, datasets=["chatterbot-ai"])
     assert report.failures == []
     lee = read_transfer(transfer_dir(store))
     assert lee.settings["skipped_datasets"] == {"lee-sts": "no STS results yet (the task_sts asset has not evaluated it)"}
     assert "No public × own pair" in (store.report_dir / "report.md").read_text()
 
-    spec = config.task_dataset("lee-sts")
-    frozen = freeze_task_dataset("lee-sts", load_task_dataset(config, "lee-sts"), store.root / "datasets" / "lee-sts")
-    inputs = task_encoding_inputs(frozen)
-    for model in config.models.values():
-        vectors = TextVectors(inputs.ids, load_encoder(model).encode(inputs.texts, "document"))
-        write_task_result(evaluate_task(spec, frozen, vectors, dataset="lee-sts", model=model.key),
-                          tasks_dir(store, "lee-sts", model.key))
-    # Written beside the graph here (the task_sts asset lives on another branch): materialize the
-    # transfer and the summaries as the UI's "Materialize" would.
-    summary = build_definitions(folder, store.root).resolve_job_def("summary")
-    assert summary.execute_in_process(instance=instance, asset_selection=[dg.AssetKey(a) for a in SUMMARY_ASSETS]).success
+    # Then Lee: task_sts evaluates it for both cards and the transfer and summaries follow.
+    report = run_pipeline(folder, store.root, instance=instance)
+    assert report.failures == []
+    assert sorted(dataset for _, dataset in report.materialized) == ["lee-sts", "lee-sts"]
     result = read_transfer(transfer_dir(store))
     assert result.settings["skipped_datasets"] == {}
     lee_ranking = result.rankings.filter(pl.col("dataset") == "lee-sts")

@@ -22,7 +22,7 @@ from pipelines.runner import project_status, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-GROUPS = ["config", "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "summary"]
+GROUPS = ["config", "data", "embeddings", "l2_retrieval", "l2_tasks", "l1_geometry", "l3_transfer", "l4_serving", "summary"]
 LOCATION = "pipelines.definitions:defs"
 
 playwright = pytest.importorskip("playwright.sync_api", reason="Python playwright is not installed")
