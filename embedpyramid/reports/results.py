@@ -172,25 +172,37 @@ def sort_metrics(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop("_order")
 
 
-def format_leaderboard(frame: pl.DataFrame, fmt: Literal["table", "json", "csv"] = "table") -> str:
-    """Render the leaderboard: ``table`` shows, per dataset, metrics as rows and models as
-    columns with the number of queries on top; json and csv keep the long format."""
+def format_leaderboard(frame: pl.DataFrame, fmt: Literal["table", "json", "csv"] = "table",
+                       system_metric: str = "nDCG@10") -> str:
+    """Render the leaderboard: ``table`` shows, per dataset, metrics as rows and the models' exact
+    search as columns with the number of queries on top, then, where L5 systems were evaluated,
+    ``system_metric`` per system (rows) and model (columns); json and csv keep the long format."""
     if fmt == "json":
         return json.dumps(frame.to_dicts(), indent=2)
     if fmt == "csv":
         return frame.write_csv()
     blocks = []
     for (dataset,), part in frame.partition_by("dataset", as_dict=True, maintain_order=True).items():
-        columns = list(dict.fromkeys(zip(part["model"].to_list(), part["system"].to_list(), strict=True)))
-        values = {(r["model"], r["system"], r["metric"]): r for r in part.iter_rows(named=True)}
-        metrics = list(dict.fromkeys(part["metric"].to_list()))
-        header = ["metric", *(model if system == "exact" else f"{model} ({system})" for model, system in columns)]
-        rows = [["n queries", *(str(part.filter((pl.col("model") == m) & (pl.col("system") == s))["n"].max()) for m, s in columns)]]
-        rows += [[metric, *(f"{values[(m, s, metric)]['mean']:.4f}" if (m, s, metric) in values else "-" for m, s in columns)]
-                 for metric in metrics]
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-        lines = [f"dataset: {dataset}", "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
-                 "  ".join("-" * w for w in widths)]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-        blocks.append("\n".join(lines))
+        exact = part.filter(pl.col("system") == "exact")
+        models = list(dict.fromkeys(exact["model"].to_list()))
+        values = {(r["model"], r["metric"]): r for r in exact.iter_rows(named=True)}
+        rows = [["n queries", *(str(exact.filter(pl.col("model") == m)["n"].max()) for m in models)]]
+        rows += [[metric, *(f"{values[(m, metric)]['mean']:.4f}" if (m, metric) in values else "-" for m in models)]
+                 for metric in dict.fromkeys(exact["metric"].to_list())]
+        blocks.append(_text_table(f"dataset: {dataset}", ["metric", *models], rows))
+        systems = part.filter((pl.col("system") != "exact") & (pl.col("metric") == system_metric))
+        if systems.height:
+            means = {(r["system"], r["model"]): r["mean"] for r in systems.iter_rows(named=True)}
+            columns = list(dict.fromkeys(systems["model"].to_list()))
+            rows = [[name, *(f"{means[(name, m)]:.4f}" if (name, m) in means else "-" for m in columns)]
+                    for name in dict.fromkeys(systems["system"].to_list())]
+            blocks.append(_text_table(f"dataset: {dataset} · L5 systems, {system_metric}", ["system", *columns], rows))
     return "\n\n".join(blocks)
+
+
+def _text_table(title: str, header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)

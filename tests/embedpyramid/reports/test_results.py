@@ -55,6 +55,19 @@ def test_results_db_views_and_leaderboard(tmp_path):
     assert format_leaderboard(board, "csv").splitlines()[0] == "dataset,model,system,metric,mean,n"
 
 
+def test_the_table_shows_exact_search_per_model_then_the_systems_on_one_metric():
+    rows = [("d", "a@1", "exact", "nDCG@10", 0.5, 4), ("d", "b@2", "exact", "nDCG@10", 0.25, 4),
+            ("d", "a@1", "exact", "judge:relevance", 3.5, 4), ("d", "none", "bm25", "nDCG@10", 0.125, 4),
+            ("d", "a@1", "rrf", "nDCG@10", 0.375, 4), ("d", "a@1", "rrf", "P@1", 0.25, 4)]
+    board = pl.DataFrame(rows, schema=["dataset", "model", "system", "metric", "mean", "n"], orient="row")
+    table = format_leaderboard(board).splitlines()
+    assert table[1].split() == ["metric", "a@1", "b@2"]
+    assert table[4].split() == ["nDCG@10", "0.5000", "0.2500"] and table[5].split() == ["judge:relevance", "3.5000", "-"]
+    assert table[7] == "dataset: d · L5 systems, nDCG@10" and table[8].split() == ["system", "none", "a@1"]
+    assert table[10].split() == ["bm25", "0.1250", "-"] and table[11].split() == ["rrf", "-", "0.3750"]
+    assert len(table) == 12
+
+
 def test_the_efficiency_view_joins_each_row_to_its_leaderboard_quality(tmp_path):
     a, b = partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0]), partition(tmp_path, "b@2", [0.0, 0.25, 0.0, 0.0])
     rows = [{**dict.fromkeys(EFFICIENCY_SCHEMA), "dataset": "d", "model": "a@1", "documents_per_second": 50.0}]
