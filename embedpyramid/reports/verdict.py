@@ -26,12 +26,15 @@ from embedpyramid.store import StorePath, read_json
 
 VERDICT_FILE = "verdict.json"
 """The file, in the comparisons folder, that holds the verdicts of the last summary."""
+TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE = "tasks", "task_verdict.json"
+"""The L2 task families' summary folder under the comparisons folder, and its verdicts file."""
 
 
 def verdict_texts(directory: StorePath) -> list[str]:
-    """The verdict paragraphs of the last summary written to ``directory`` (none before one)."""
-    path = directory / VERDICT_FILE
-    return [verdict["text"] for verdict in read_json(path)] if path.is_file() else []
+    """The verdict paragraphs of the last summaries written under the comparisons folder
+    ``directory``: retrieval's, then the task families' (none before a summary)."""
+    paths = [directory / VERDICT_FILE, directory / TASK_SUMMARY_FOLDER / TASK_VERDICT_FILE]
+    return [verdict["text"] for path in paths if path.is_file() for verdict in read_json(path)]
 
 
 @dataclass(frozen=True)

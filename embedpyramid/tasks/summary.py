@@ -25,7 +25,7 @@ from embedpyramid.data import open_frozen
 from embedpyramid.geometry.level import l1_dir
 from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.tables import comparison_summary
-from embedpyramid.reports.verdict import dataset_verdicts
+from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
 from embedpyramid.retrieval.level import PER_QUERY_SCHEMA
 from embedpyramid.stats.compare import COMPARISON_SCHEMA, HSD_SCHEMA, compare_models
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
@@ -47,7 +47,6 @@ TASK_TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "task_statistic_comparisons": STATISTIC_COMPARISON_SCHEMA, "pair_sanity": PAIR_SANITY_SCHEMA,
 }
 """The tables of the task summary, each also a view of ``results.duckdb`` under the same name."""
-TASK_VERDICT_FILE = "task_verdict.json"
 FAMILY_TITLES = {
     "sts": ("Semantic similarity (STS)", "Cosine of the two texts against the human score: Spearman (primary) and "
             "Pearson. A correlation is not a mean of per-pair values, so models are compared by a paired bootstrap "
@@ -84,7 +83,7 @@ class TaskSummary:
 
 
 def tasks_summary_dir(store: ArtifactStore) -> Path:
-    return store.comparisons_dir / "tasks"
+    return store.comparisons_dir / TASK_SUMMARY_FOLDER
 
 
 def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
