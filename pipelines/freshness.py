@@ -44,7 +44,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG, CachingStal
 from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._time import get_current_datetime
 
-from embedpyramid.config import ProjectConfig, has_data
+from embedpyramid.config import ProjectConfig
 from embedpyramid.config.base import resolve_path
 from embedpyramid.data import source_files
 from embedpyramid.hashing import sha256_json
@@ -106,7 +106,7 @@ class Facet:
         if self.partitioned_by == "model":
             return list(config.models)
         if self.partitioned_by == "dataset":
-            return [name for name, spec in config.datasets.items() if has_data(spec)]
+            return config.datasets_with_data()
         if self.partitioned_by in task_dataset_partitions:
             return config.family_datasets(self.partitioned_by)
         return [None]

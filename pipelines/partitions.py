@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import dagster as dg
 
-from embedpyramid.config import ConfigError, ProjectConfig, has_data
+from embedpyramid.config import ConfigError, ProjectConfig
 
 MODELS = "models"
 DATASETS = "datasets"
@@ -79,7 +79,7 @@ def partition_sync(instance: dg.DagsterInstance, config: ProjectConfig) -> dict[
     or dataset that left the config is deleted as a partition; its materialization history and
     artefacts stay. Callers delete only for the config the instance is bound to.
     """
-    wanted = {MODELS: list(config.models), DATASETS: [name for name, spec in config.datasets.items() if has_data(spec)],
+    wanted = {MODELS: list(config.models), DATASETS: config.datasets_with_data(),
               **{task_datasets_name(family): config.family_datasets(family) for family in TASK_FAMILIES}}
     changes = {}
     for name, keys in wanted.items():

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, has_data, load_config
+from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
 from embedpyramid.store import ArtifactStore, StorePath
 from pipelines.automation import (
     dataset_evaluation_job,
@@ -98,7 +99,7 @@ def select_models(config: ProjectConfig, requested: Sequence[str] | None) -> lis
 def select_datasets(config: ProjectConfig, requested: Sequence[str] | None) -> list[str]:
     """The requested datasets (all by default), retrieval and task datasets, that have data to
     evaluate: a ``published`` entry has only published scores, which the transfer analysis reads."""
-    with_data = [*(name for name, spec in config.datasets.items() if has_data(spec)), *config.task_datasets]
+    with_data = [*config.datasets_with_data(), *config.task_datasets]
     if not requested:
         return with_data
     known = [*config.datasets, *config.task_datasets]
@@ -147,6 +148,11 @@ class Session:
             family = self.config.task_dataset(dataset).task
             frozen, *assets = task_family_assets(family)
             return DatasetJobs(frozen, task_freeze_jobs[family].name, tuple(assets), task_evaluation_jobs[family].name)
+        return self._retrieval_jobs
+
+    @cached_property
+    def _retrieval_jobs(self) -> DatasetJobs:
+        """Every retrieval dataset's, read off the graph once per session."""
         return DatasetJobs("frozen_dataset", refresh_datasets_job.name, tuple(partition_assets(self.defs)),
                            evaluation_job.name, tuple(dataset_assets(self.defs)))
 

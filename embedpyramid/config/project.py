@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from embedpyramid.config.base import ConfigError, resolve_path
-from embedpyramid.config.datasets import AnyDataset, BeirDataset, check_reference_models, load_datasets
+from embedpyramid.config.datasets import AnyDataset, BeirDataset, check_reference_models, has_data, load_datasets
 from embedpyramid.config.judge import DownstreamConfig, load_downstream_config
 from embedpyramid.config.models import ResolvedModel, load_models
 from embedpyramid.config.protocol import Protocol, load_protocol
@@ -74,6 +74,11 @@ class ProjectConfig:
                 f"dataset {name!r} is not in {self.directory / 'datasets.yaml'} "
                 f"(known: {', '.join(self.datasets)})"
             ) from None
+
+    def datasets_with_data(self) -> list[str]:
+        """The retrieval datasets that have data to evaluate, in file order: a ``published`` entry
+        holds only published scores (the transfer analysis reads them) and is not a partition."""
+        return [name for name, spec in self.datasets.items() if has_data(spec)]
 
     def family_datasets(self, family: str) -> list[str]:
         """The task datasets that declare ``task: <family>``, in file order."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from embedpyramid.config import ProjectConfig, ResolvedModel, has_data
+from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.downstream.summary import collect_downstream, compare_downstream
 from embedpyramid.downstream.summary import report_sections as l6_sections
@@ -67,7 +67,7 @@ def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[l
     """The (model, dataset) evaluations of the current cards that exist on disk, and the missing
     ones (a ``published`` dataset has no data to evaluate)."""
     found, missing = [], []
-    for dataset in [name for name, spec in config.datasets.items() if has_data(spec)]:
+    for dataset in config.datasets_with_data():
         for model in config.models.values():
             metrics_path = store.metrics_path(dataset, model.key, EXACT)
             if not metrics_path.is_file():

@@ -25,7 +25,6 @@ from embedpyramid.config import (
     ProjectConfig,
     PublishedDataset,
     ResolvedModel,
-    has_data,
 )
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.reports import ReportSection
@@ -250,7 +249,7 @@ def evaluate_transfer(config: ProjectConfig, store: ArtifactStore, metrics_paths
     evaluated = {dataset for dataset, _ in metrics_paths}
     frozen = {name: open_frozen(store.dataset_dir(name)) for name in config.datasets if name in evaluated}
     groups = {name: found for name, data in frozen.items() if (found := query_groups(config, name, data)) is not None}
-    checks = [check for name, spec in config.datasets.items() if has_data(spec) for model in config.models.values()
+    checks = [check for name in config.datasets_with_data() for model in config.models.values()
               for check in partition_reproduction(config, name, model, per_query, frozen=frozen.get(name), system=system,
                                                   conventions=conventions.get((name, model.key), {}))]
     prepared, skipped = sts_scores(config, store, system=system)
