@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from assets.metadata import partition_check
+from assets.metadata import partition_check, with_provenance
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
 from embedpyramid.reports import markdown_table
 from embedpyramid.store import read_frame
@@ -32,7 +32,7 @@ def frozen_dataset(context: dg.AssetExecutionContext, project: ProjectResource) 
         column: markdown_table(queries.group_by(column).len("queries").sort("queries", descending=True))
         for column in frozen.manifest["slice_columns"]
     }
-    return dg.MaterializeResult(
+    return with_provenance(context, project, dg.MaterializeResult(
         metadata={
             **{f"{key}": dg.MetadataValue.int(value) for key, value in frozen.manifest["counts"].items()},
             "path": dg.MetadataValue.path(str(frozen.directory)),
@@ -42,4 +42,4 @@ def frozen_dataset(context: dg.AssetExecutionContext, project: ProjectResource) 
         data_version=dg.DataVersion(frozen.version),
         check_results=[dg.AssetCheckResult(check_name="tables_match_manifest", passed=not problems,
                                            metadata={"problems": dg.MetadataValue.json(problems)})],
-    )
+    ))

@@ -4,7 +4,7 @@ dataset), and the grade analysis across models."""
 import dagster as dg
 
 from assets.embeddings import progress_logger
-from assets.metadata import table_metadata
+from assets.metadata import excluded_metadata, summary_inputs, table_metadata, with_provenance
 from embedpyramid.reports import markdown_table, svg_markdown
 from pipelines.automation import STAGE_TAG, SUMMARY_STAGE
 from pipelines.freshness import COMPARISON, CONVENTIONS, EVALUATE_WHEN_STALE, JUDGE, SUMMARIZE_WHEN_STALE, facet_deps
@@ -54,7 +54,7 @@ def downstream_answers(context: dg.AssetExecutionContext, project: ProjectResour
     }
     version = sha256_json({system: [sha256_table(result.per_query.to_arrow()), sha256_table(result.answers.to_arrow()),
                                     sha256_table(result.judgements.to_arrow())] for system, result in results.items()})
-    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version))
+    return with_provenance(context, project, dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version)))
 
 
 @dg.asset(
@@ -74,7 +74,8 @@ def grade_analysis(context: dg.AssetExecutionContext, project: ProjectResource) 
     from embedpyramid.downstream.summary import analyse_downstream, collect_downstream, grades_dir, write_grade_summary
 
     config, store = project.config, project.store
-    tables = collect_downstream(config, store)
+    inputs = summary_inputs(context, config, project.data_dir)
+    tables = collect_downstream(config, store, inputs)
     if tables is None:
         raise FileNotFoundError("no downstream answers on disk for the cards in models.yaml: "
                                 "materialize downstream_answers first")
@@ -86,6 +87,7 @@ def grade_analysis(context: dg.AssetExecutionContext, project: ProjectResource) 
     metadata = {
         "analyses": dg.MetadataValue.json([f"{d} · {s}" for d, s in summary.analyses]),
         "dropped_queries": dg.MetadataValue.int(int(tables.dropped["dropped_queries"].sum())),
+        **excluded_metadata(inputs),
         "path": dg.MetadataValue.path(str(paths["manifest"].parent)),
     }
     for (dataset, system), analysis in summary.analyses.items():

@@ -4,6 +4,7 @@ bytes, peak RSS and cost — beside the quality numbers, in results.duckdb and t
 import dagster as dg
 import polars as pl
 
+from assets.metadata import with_provenance
 from embedpyramid.reports import markdown_table
 from pipelines.freshness import EVALUATE_WHEN_STALE, RESAMPLING, RUN_SETTINGS, facet_deps
 from pipelines.instance import ENCODER_POOL
@@ -35,7 +36,7 @@ def efficiency(
     frame = measure_efficiency(part.store, model, dataset, part.frozen, lambda: encoders.encoder(model),
                                seed=config.protocol.comparison.seed)
     row = frame.row(0, named=True)
-    return dg.MaterializeResult(metadata={
+    return with_provenance(context, project, dg.MaterializeResult(metadata={
         "documents_per_second": dg.MetadataValue.float(row["documents_per_second"] or 0.0),
         "latency_p50_ms": dg.MetadataValue.float(row["latency_p50_ms"] or 0.0),
         "latency_p95_ms": dg.MetadataValue.float(row["latency_p95_ms"] or 0.0),
@@ -45,4 +46,4 @@ def efficiency(
                                                                   "value": [str(v) for v in row.values()]}))),
         "card_key": dg.MetadataValue.text(model.key),
         "path": dg.MetadataValue.path(str(efficiency_path(part.store, dataset, model.key))),
-    })
+    }))

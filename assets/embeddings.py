@@ -11,7 +11,7 @@ import time
 
 import dagster as dg
 
-from assets.metadata import partition_check
+from assets.metadata import partition_check, with_provenance
 from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import DIRECTION_SAMPLE, PLURAL, Kind, embed_table, table_problems
 from pipelines.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
@@ -105,11 +105,11 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
                 metadata={"max_abs_difference": dg.MetadataValue.float(difference),
                           "sample": dg.MetadataValue.int(check["sample"]),
                           "problems": dg.MetadataValue.json(turned)}))
-        return dg.MaterializeResult(
+        return with_provenance(context, project, dg.MaterializeResult(
             metadata=metadata,
             data_version=dg.DataVersion(result.path.stem + "@" + model.card_hash[:16]),
             check_results=check_results,
-        )
+        ))
 
     return embeddings
 

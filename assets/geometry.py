@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets.metadata import partition_check
+from assets.metadata import partition_check, with_provenance
 from embedpyramid.reports import markdown_table, svg_markdown
 from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
 from pipelines.partitions import model_dataset_partitions
@@ -31,7 +31,7 @@ def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -
     path = write_geometry(report, raw, l1_dir(part.store, part.dataset, part.model.key))
     summary = report.as_dict()
     histogram = norm_histogram(vector_norms(raw.documents), vector_norms(raw.queries), f"Raw norms of {part.model.key}")
-    return dg.MaterializeResult(metadata={
+    return with_provenance(context, project, dg.MaterializeResult(metadata={
         "modules": dg.MetadataValue.json(raw.backend.get("modules")),
         "normalize_layer_stripped": dg.MetadataValue.bool(bool(raw.backend.get("stripped"))),
         "document_norms": dg.MetadataValue.json(summary["doc_norms"]),
@@ -43,7 +43,7 @@ def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -
         "quintiles": dg.MetadataValue.md(markdown_table(report.quintiles)),
         "norm_histogram": dg.MetadataValue.md(svg_markdown(histogram, "raw norm histogram")),
         "path": dg.MetadataValue.path(str(path)),
-    })
+    }))
 
 
 @dg.asset(
@@ -68,7 +68,7 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
     price = price_normalization(config, dataset, read_raw_vectors(part.store, model, frozen), frozen)
     path = write_price(price, l1_dir(part.store, dataset, model.key))
     worst = max(price.euclidean_check.values(), default=0.0)
-    return dg.MaterializeResult(
+    return with_provenance(context, project, dg.MaterializeResult(
         metadata={
             "price_table": dg.MetadataValue.md(markdown_table(price_table(price.price))),
             "behaviour": dg.MetadataValue.md(markdown_table(price.behaviour)),
@@ -79,4 +79,4 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
         check_results=[dg.AssetCheckResult(
             check_name="euclidean_expansion_exact", passed=worst <= EUCLIDEAN_TOLERANCE,
             metadata={"max_abs_error": dg.MetadataValue.float(worst)})],
-    )
+    ))

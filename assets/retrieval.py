@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from assets.metadata import headline_metrics, table_metadata
+from assets.metadata import headline_metrics, table_metadata, with_provenance
 from assets.transfer import reproduction_check_result, reproduction_check_spec
 from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
@@ -40,7 +40,7 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     run_dir = store.run_dir(part.dataset, model.key)
     write_parquet(result.table(), run_dir / f"{EXACT}.parquet")
     write_trec_run(result.run, run_dir / f"{EXACT}.trec", tag=f"{model.key}.{EXACT}")
-    return dg.MaterializeResult(
+    return with_provenance(context, project, dg.MaterializeResult(
         metadata={
             "rows": dg.MetadataValue.int(result.run.num_rows),
             "queries": dg.MetadataValue.int(result.n_queries),
@@ -54,7 +54,7 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
             "trec_run": dg.MetadataValue.path(str(run_dir / f"{EXACT}.trec")),
         },
         data_version=dg.DataVersion(sha256_table(result.run)),
-    )
+    ))
 
 
 @dg.asset(
@@ -84,7 +84,7 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
     path = write_scored_run(scored, store.metrics_path(dataset, model.key, EXACT))
     manifest = scored.manifest()
     means = sort_metrics(scored.means())
-    return dg.MaterializeResult(
+    return with_provenance(context, project, dg.MaterializeResult(
         metadata={
             **headline_metrics(means, config.protocol.comparison.report_metric),
             "evaluated_queries": dg.MetadataValue.int(manifest["evaluated_queries"]),
@@ -99,4 +99,4 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
         check_results=[reproduction_check_result(partition_reproduction(
             config, dataset, model, scored.per_query, conventions=manifest["conventions"], frozen=part.frozen,
             system=EXACT))],
-    )
+    ))

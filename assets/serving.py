@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from assets.metadata import with_provenance
 from embedpyramid.reports import markdown_table, svg_markdown
 from pipelines.freshness import (
     ANN_SETTINGS,
@@ -46,7 +47,7 @@ def ann_asset(spec: "IndexSpec") -> dg.AssetsDefinition:
         summary = result.evaluation.summary
         for finding in result.findings:
             context.log.warning(finding)
-        return dg.MaterializeResult(metadata={
+        return with_provenance(context, project, dg.MaterializeResult(metadata={
             "factory": dg.MetadataValue.text(result.built.factory),
             "metric": dg.MetadataValue.text(str(summary["index_metric"][0])),
             "index_path": dg.MetadataValue.path(str(result.index_paths[0])),
@@ -59,7 +60,7 @@ def ann_asset(spec: "IndexSpec") -> dg.AssetsDefinition:
             "best_ann_recall": dg.MetadataValue.float(float(summary["ann_recall"].max())),
             "sweep": dg.MetadataValue.md(markdown_table(summary.select(FRONTIER_COLUMNS))),
             "card_key": dg.MetadataValue.text(model.key),
-        })
+        }))
 
     return ann_spec
 
@@ -83,12 +84,12 @@ def frontier_asset(specs: "tuple[IndexSpec, ...]") -> dg.AssetsDefinition:
         part = project.partition(context)
         config, model, dataset = part.config, part.model, part.dataset
         result = compute_frontier(config, part.store, dataset, model.key)
-        return dg.MaterializeResult(metadata={
+        return with_provenance(context, project, dg.MaterializeResult(metadata={
             "frontier": dg.MetadataValue.md(markdown_table(result.frontier.select(FRONTIER_COLUMNS))),
             "qps_at_recall": dg.MetadataValue.md(markdown_table(result.qps_at_recall)),
             "plot": dg.MetadataValue.md(svg_markdown(result.svg, "recall/QPS frontier")),
             "card_key": dg.MetadataValue.text(model.key),
-        })
+        }))
 
     return serving_frontier
 

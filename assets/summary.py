@@ -3,9 +3,10 @@
 import dagster as dg
 import polars as pl
 
-from assets.metadata import table_metadata
+from assets.metadata import excluded_metadata, summary_inputs, table_metadata
 from embedpyramid.reports import forest_plot_svg, hsd_summary, key_table_markdown, markdown_table, svg_markdown
 from embedpyramid.reports.results import build_results_db, read_leaderboard
+from embedpyramid.store import write_parquet
 from pipelines.freshness import COMPARISON, SUMMARIZE_WHEN_STALE, facet_deps
 from resources import ProjectResource
 
@@ -29,9 +30,10 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     from embedpyramid.systems.summary import system_partitions
 
     config, store = project.config, project.store
-    partitions, missing = evaluated_partitions(config, store)
-    systems, missing_systems = system_partitions(config, store)
-    tables = compare_evaluated(config, store, partitions, systems)
+    inputs = summary_inputs(context, config, project.data_dir)
+    partitions, missing = evaluated_partitions(config, store, inputs)
+    systems, missing_systems = system_partitions(config, store, inputs)
+    tables = compare_evaluated(config, store, partitions, systems, inputs=inputs)
     paths = tables.write(store.comparisons_dir)
     for reason in [*tables.skipped, *(f"not evaluated yet: {m}" for m in [*missing, *missing_systems])]:
         context.log.warning(reason)
@@ -44,6 +46,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
         "families": dg.MetadataValue.json(families),
         "verdict": dg.MetadataValue.md("\n\n".join(v["text"] for v in tables.verdicts) or "nothing compared yet"),
         "skipped": dg.MetadataValue.json(tables.skipped),
+        **excluded_metadata(inputs),
         "key_table": dg.MetadataValue.md(key_table_markdown(compared) if compared.height else "nothing compared yet"),
         "path": dg.MetadataValue.path(str(paths["comparisons"])),
     }
@@ -67,17 +70,24 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     transfer, reproduction and published-score tables, and with judge.yaml L6's judge and answer
     metrics (in per_query_metrics), answers, judgements and grade tables."""
     from embedpyramid.downstream.summary import per_query_path, results_views
+    from embedpyramid.inputs import provenance_table
     from embedpyramid.reports.summary import evaluated_partitions, results_tables
     from embedpyramid.systems.summary import system_partitions
     from embedpyramid.tasks.summary import task_results_tables
 
     store = project.store
-    partitions, missing = evaluated_partitions(project.config, store)
-    systems, missing_systems = system_partitions(project.config, store)
+    inputs = summary_inputs(context, project.config, project.data_dir)
+    partitions, missing = evaluated_partitions(project.config, store, inputs)
+    systems, missing_systems = system_partitions(project.config, store, inputs)
     if missing or missing_systems:
         context.log.warning(f"not yet evaluated, left out of the summary: {', '.join([*missing, *missing_systems])}")
     downstream = per_query_path(store) if project.config.downstream else None
-    views = {**results_tables(store), **task_results_tables(store),
+    excluded = write_parquet(inputs.frame().to_arrow(), store.comparisons_dir / "excluded_partitions.parquet")
+    provenance = write_parquet(
+        provenance_table(store, [model.key for model in project.config.models.values()], inputs).to_arrow(),
+        store.comparisons_dir / "provenance.parquet")
+    views = {**results_tables(store), **task_results_tables(store), "excluded_partitions": excluded,
+             "provenance": provenance,
              **(results_views(store) if project.config.downstream else {})}
     path = build_results_db(store.results_db, [*partitions, *systems], views,
                             quality_metric=project.config.protocol.comparison.report_metric,
@@ -90,6 +100,7 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
             "path": dg.MetadataValue.path(str(path)),
             "partitions": dg.MetadataValue.int(len(partitions)),
             "not_evaluated": dg.MetadataValue.json(missing),
+            **excluded_metadata(inputs),
             "baseline": dg.MetadataValue.text(baseline),
             "leaderboard": table_metadata(wide.rename({baseline: f"{baseline} (baseline)"}, strict=False)),
         },
@@ -108,7 +119,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         kinds={"html"},
         automation_condition=SUMMARIZE_WHEN_STALE,
     )
-    def comparison_report(project: ProjectResource) -> dg.MaterializeResult:
+    def comparison_report(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
         """``<data>/report/report.{md,html}``: the verdict, the leaderboard with the random floor,
         the HSD groups, the comparisons, a forest plot of slice deltas coloured by the adjusted
         decision, the per-query delta distributions, the worst regressions, the L1 geometry and
@@ -119,11 +130,13 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         config, store = project.config, project.store
         metric = config.protocol.comparison.report_metric
         tables = read_comparison_tables(store.comparisons_dir)
-        files = build_report(config, store, read_leaderboard(store.results_db), tables)
+        inputs = summary_inputs(context, config, project.data_dir)
+        files = build_report(config, store, read_leaderboard(store.results_db), tables, inputs=inputs)
         metadata = {
             "markdown": dg.MetadataValue.path(str(files.markdown)),
             "html": dg.MetadataValue.path(str(files.html)),
             "verdict": dg.MetadataValue.md("\n\n".join(v["text"] for v in tables.verdicts) or "nothing compared yet"),
+            **excluded_metadata(inputs),
         }
         if tables.comparisons.height:
             metadata["key_table"] = dg.MetadataValue.md(key_table_markdown(tables.comparisons))

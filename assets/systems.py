@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from assets.metadata import headline_metrics, table_metadata
+from assets.metadata import headline_metrics, table_metadata, with_provenance
 from embedpyramid.reports import markdown_table
 from pipelines.automation import DATASET_LEVEL_TAG
 from pipelines.freshness import (
@@ -87,7 +87,7 @@ def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:
             if config.systems is not None and not config.systems.applies_to(name, model.name):
                 reason = f"system {name!r} reranks by card {model.name!r}: not evaluated for that card"
                 context.log.info(reason)
-                return dg.MaterializeResult(metadata={"not_applicable": dg.MetadataValue.text(reason)})
+                return with_provenance(context, project, dg.MaterializeResult(metadata={"not_applicable": dg.MetadataValue.text(reason)}))
         result, paths = evaluate_stored_system(config, store, name, dataset, frozen, model, encoders.encoder)
         row = result.summary.row(0, named=True)
         means = sort_metrics(result.scored.means())
@@ -111,7 +111,7 @@ def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:
             metadata["tuned_on"] = dg.MetadataValue.text(row["tuned_on"])
         if result.sweep is not None:
             metadata["dev_sweep"] = dg.MetadataValue.md(markdown_table(result.sweep))
-        return dg.MaterializeResult(metadata=metadata)
+        return with_provenance(context, project, dg.MaterializeResult(metadata=metadata))
 
     return system
 

@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 
 from assets.embeddings import progress_logger
-from assets.metadata import partition_check, table_metadata
+from assets.metadata import excluded_metadata, partition_check, summary_inputs, table_metadata, with_provenance
 from embedpyramid.hashing import sha256_table
 from embedpyramid.reports import markdown_table
 from embedpyramid.store import write_json
@@ -63,7 +63,7 @@ def _frozen_asset(family: str) -> dg.AssetsDefinition:
         frozen = freeze_task_dataset(dataset, load_task_dataset(project.config, dataset),
                                      project.store.dataset_dir(dataset))
         problems = verify_task_frozen(frozen)
-        return dg.MaterializeResult(
+        return with_provenance(context, project, dg.MaterializeResult(
             metadata={**{key: dg.MetadataValue.int(value) for key, value in frozen.manifest["counts"].items()},
                       "task": dg.MetadataValue.text(family),
                       "source": dg.MetadataValue.json(frozen.manifest["source"]),
@@ -71,7 +71,7 @@ def _frozen_asset(family: str) -> dg.AssetsDefinition:
             data_version=dg.DataVersion(frozen.version),
             check_results=[dg.AssetCheckResult(check_name="tables_match_manifest", passed=not problems,
                                                metadata={"problems": dg.MetadataValue.json(problems)})],
-        )
+        ))
 
     return frozen
 
@@ -104,7 +104,7 @@ def _task_asset(family: str) -> dg.AssetsDefinition:
         overall = result.summary.filter(pl.col("subset") == "all")
         headline = {f"{row['system']} {row['metric']}" + (f" ({row['split']})" if row["split"] != "all" else ""):
                     dg.MetadataValue.float(float(row["value"])) for row in overall.iter_rows(named=True)}
-        return dg.MaterializeResult(
+        return with_provenance(context, project, dg.MaterializeResult(
             metadata={
                 **headline,
                 "summary": table_metadata(result.summary.drop("dataset", "model")),
@@ -115,7 +115,7 @@ def _task_asset(family: str) -> dg.AssetsDefinition:
                 "path": dg.MetadataValue.path(str(path)),
             },
             data_version=dg.DataVersion(sha256_table(result.summary.to_arrow())),
-        )
+        ))
 
     return task
 
@@ -160,9 +160,9 @@ def pair_sanity(context: dg.AssetExecutionContext, project: ProjectResource) -> 
         PairSanitySettings(seed=config.protocol.comparison.seed),
         relevance_threshold=config.protocol.conventions(config.dataset(part.dataset)).relevance_threshold)
     path = write_json(sanity.as_dict(), l1_dir(store, part.dataset, model.key) / PAIR_SANITY_FILE)
-    return dg.MaterializeResult(metadata={**_sanity_metadata(context, sanity, f"{model.key} on {part.dataset}"),
+    return with_provenance(context, project, dg.MaterializeResult(metadata={**_sanity_metadata(context, sanity, f"{model.key} on {part.dataset}"),
                                           "card_key": dg.MetadataValue.text(model.key),
-                                          "path": dg.MetadataValue.path(str(path))})
+                                          "path": dg.MetadataValue.path(str(path))}))
 
 
 def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
@@ -191,9 +191,9 @@ def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
         sanity = task_pair_sanity(family, read_frame(part.frozen.path("pairs")), vectors,
                                   PairSanitySettings(seed=part.config.protocol.comparison.seed))
         path = write_json(sanity.as_dict(), l1_dir(part.store, part.dataset, model.key) / PAIR_SANITY_FILE)
-        return dg.MaterializeResult(metadata={**_sanity_metadata(context, sanity, f"{model.key} on {part.dataset}"),
+        return with_provenance(context, project, dg.MaterializeResult(metadata={**_sanity_metadata(context, sanity, f"{model.key} on {part.dataset}"),
                                               "card_key": dg.MetadataValue.text(model.key),
-                                              "path": dg.MetadataValue.path(str(path))})
+                                              "path": dg.MetadataValue.path(str(path))}))
 
     return sanity_asset
 
@@ -212,7 +212,8 @@ def task_comparisons(context: dg.AssetExecutionContext, project: ProjectResource
     Holm, verdicts) and the paired bootstrap of every whole-set statistic."""
     from embedpyramid.tasks.summary import summarize_tasks, tasks_summary_dir
 
-    summary = summarize_tasks(project.config, project.store)
+    inputs = summary_inputs(context, project.config, project.data_dir)
+    summary = summarize_tasks(project.config, project.store, inputs)
     paths = summary.write(tasks_summary_dir(project.store))
     for reason in summary.skipped:
         context.log.warning(reason)
@@ -225,6 +226,7 @@ def task_comparisons(context: dg.AssetExecutionContext, project: ProjectResource
         "pair_sanity": dg.MetadataValue.md(markdown_table(sanity.select("dataset", "model", "auc", "warning"))
                                            if sanity.height else "none yet"),
         "skipped": dg.MetadataValue.json(summary.skipped),
+        **excluded_metadata(inputs),
         "path": dg.MetadataValue.path(str(paths["task_summary"].parent)),
     })
 

@@ -3,7 +3,7 @@ scores (recorded with ``retrieval_metrics``), and the transfer analysis over all
 
 import dagster as dg
 
-from assets.metadata import partition_check, table_metadata
+from assets.metadata import excluded_metadata, partition_check, summary_inputs, table_metadata
 from pipelines.freshness import COMPARISON, RESAMPLING, SUMMARIZE_WHEN_STALE, TRANSFER, facet_deps
 from pipelines.partitions import model_dataset_partitions
 from resources import ProjectResource
@@ -57,9 +57,10 @@ def benchmark_transfer(context: dg.AssetExecutionContext, project: ProjectResour
     from embedpyramid.transfer.level import evaluate_transfer, transfer_dir, transfer_verdicts, write_level
 
     config, store = project.config, project.store
-    partitions, missing = evaluated_partitions(config, store)
+    inputs = summary_inputs(context, config, project.data_dir)
+    partitions, missing = evaluated_partitions(config, store, inputs)
     level = evaluate_transfer(config, store, {(p.dataset, p.model_key): p.metrics_path for p in partitions},
-                              system=EXACT)
+                              inputs=inputs, system=EXACT)
     directory = write_level(level, transfer_dir(store))
     result = level.transfer
     skipped = result.settings["skipped_datasets"]
@@ -72,6 +73,7 @@ def benchmark_transfer(context: dg.AssetExecutionContext, project: ProjectResour
         "ranked_datasets": dg.MetadataValue.json(result.rankings["dataset"].unique(maintain_order=True).to_list()),
         "skipped_datasets": dg.MetadataValue.json(skipped),
         "not_evaluated": dg.MetadataValue.json(missing),
+        **excluded_metadata(inputs),
         "references": dg.MetadataValue.int(level.references.height),
         "reproduction": dg.MetadataValue.json({status: statuses.count(status) for status in sorted(set(statuses))}),
         "seed": dg.MetadataValue.int(result.settings["seed"]),

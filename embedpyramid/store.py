@@ -212,6 +212,11 @@ class ArtifactStore:
     def metrics_path(self, dataset: str, model_key: str, system: str) -> StorePath:
         return self.root / "metrics" / dataset / model_key / f"{system}.parquet"
 
+    def provenance_path(self, asset: str, dataset: str, owner: str) -> StorePath:
+        """What one asset partition was computed from (``owner``: the card key, or the dataset
+        for an asset evaluated for no model)."""
+        return self.root / "provenance" / asset / dataset / f"{owner}.json"
+
     @property
     def results_db(self) -> StorePath:
         return self.root / "results.duckdb"

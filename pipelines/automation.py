@@ -9,8 +9,9 @@
   partition is requested when it is missing or stale — exactly the partitions ``embedpyramid
   run`` would materialize — so a new card is backfilled, an edited one re-evaluated, and
   identical data re-frozen moves nothing.
-- ``nightly_refresh`` (02:00) re-freezes every dataset; ``nightly_summary`` (04:00) rebuilds the
-  comparisons, ``results.duckdb`` and the report.
+- ``nightly_refresh`` and ``nightly_refresh_<family>`` (02:00) re-freeze every dataset with data,
+  retrieval and task datasets alike (identical data requests nothing downstream);
+  ``nightly_summary`` (04:00) rebuilds the summaries whose inputs changed, and nothing otherwise.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from pathlib import Path
 import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
-from pipelines.freshness import CONFIG, config_observations
+from pipelines.dagster_internals import checks_named
+from pipelines.freshness import CONFIG, UP_TO_DATE, Freshness, config_observations, report_up_to_date
 from pipelines.instance import bound_to, read_binding
-from pipelines.partitions import DATASETS, TASK_FAMILIES, partition_sync, task_family_assets
+from pipelines.partitions import DATASETS, TASK_FAMILIES, partition_sync, task_datasets_name, task_family_assets
 from resources import ProjectResource
 
 CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
@@ -90,43 +92,68 @@ def config_sensor(context: dg.SensorEvaluationContext, project: ProjectResource)
             requests.append(dg.DeleteDynamicPartitionsRequest(partitions_def_name=name, partition_keys=delete))
     observations = config_observations(instance, config)
     if not requests and not observations:
-        return dg.SensorResult(skip_reason="partitions and config versions match the config folder")
+        checked = report_up_to_date(instance, context.repository_def.asset_graph)
+        return dg.SensorResult(skip_reason="partitions and config versions match the config folder"
+                               + (f"; {checked} up_to_date checks changed" if checked else ""))
     return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=observations)
 
 
+# The asset-level up_to_date checks are recorded by the CLI and the config sensor, never run in a job.
+WITHOUT_UP_TO_DATE = checks_named(UP_TO_DATE)
 refresh_datasets_job = dg.define_asset_job(
-    "refresh_datasets", selection=["frozen_dataset"],
+    "refresh_datasets", selection=dg.AssetSelection.assets("frozen_dataset") - WITHOUT_UP_TO_DATE,
     description="Re-freeze one dataset; identical data keeps its data version, so nothing downstream moves.",
 )
 summary_job = dg.define_asset_job(
-    "summary", selection=summary_selection,
+    "summary", selection=summary_selection - WITHOUT_UP_TO_DATE,
     description="Recompute the comparisons, results.duckdb, the report and the other cross-model summaries",
 )
 dataset_evaluation_job = dg.define_asset_job(
-    "evaluate_dataset", selection=dg.AssetSelection.tag(*DATASET_LEVEL_TAG),
+    "evaluate_dataset", selection=dg.AssetSelection.tag(*DATASET_LEVEL_TAG) - WITHOUT_UP_TO_DATE,
     description="Evaluate what one frozen dataset needs once, for no model: the model-independent L5 systems (BM25).",
 )
 evaluation_job = dg.define_asset_job(
     "evaluate", selection=dg.AssetSelection.all() - dg.AssetSelection.assets("frozen_dataset") - summary_selection
     - dg.AssetSelection.tag(*DATASET_LEVEL_TAG)
     # The L2 task families are partitioned by their own datasets: jobs of their own evaluate them.
-    - dg.AssetSelection.assets(*(name for family in TASK_FAMILIES for name in task_family_assets(family))),
+    - dg.AssetSelection.assets(*(name for family in TASK_FAMILIES for name in task_family_assets(family)))
+    - WITHOUT_UP_TO_DATE,
     description="Evaluate one (model, dataset) partition: embeddings, L2 retrieval, L1, L4, L5 and (with judge.yaml) "
                 "L6.",
 )
 
 
-@dg.schedule(cron_schedule="0 2 * * *", job=refresh_datasets_job, default_status=dg.DefaultScheduleStatus.RUNNING)
-def nightly_refresh(context: dg.ScheduleEvaluationContext):
-    """Nightly re-evaluation: re-freeze every dataset; changed data re-runs only what depends on it."""
-    for dataset in context.instance.get_dynamic_partitions(DATASETS):
-        yield dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y-%m-%d}-{dataset}", partition_key=dataset)
+def nightly_freeze(job: dg.UnresolvedAssetJobDefinition, partitions: str, name: str) -> dg.ScheduleDefinition:
+    """At 02:00, re-freeze every dataset of one partition set (a job runs one partitions
+    definition: the retrieval datasets, and each task family's datasets, have a schedule each).
+    Identical data keeps its data version, so nothing downstream is requested."""
+
+    @dg.schedule(name=name, cron_schedule="0 2 * * *", job=job, default_status=dg.DefaultScheduleStatus.RUNNING)
+    def refresh(context: dg.ScheduleEvaluationContext):
+        """Re-freeze every dataset with data; changed data re-runs only what depends on it."""
+        datasets = context.instance.get_dynamic_partitions(partitions)
+        if not datasets:
+            yield dg.SkipReason(f"no {partitions} registered")
+        for dataset in datasets:
+            yield dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y-%m-%d}-{dataset}", partition_key=dataset)
+
+    return refresh
 
 
-nightly_summary = dg.ScheduleDefinition(
-    name="nightly_summary", cron_schedule="0 4 * * *", job=summary_job,
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-)
+nightly_refresh = nightly_freeze(refresh_datasets_job, DATASETS, "nightly_refresh")
+
+
+@dg.schedule(cron_schedule="0 4 * * *", job=summary_job, default_status=dg.DefaultScheduleStatus.RUNNING)
+def nightly_summary(context: dg.ScheduleEvaluationContext):
+    """At 04:00, rebuild the summaries whose inputs changed (a config facet, the code, or an input
+    partition's data version since the summary was built); none when nothing changed."""
+    graph = context.repository_def.asset_graph
+    freshness = Freshness(context.instance, graph)
+    stale = [key for key in summary_selection.resolve(graph) if freshness.state(key, None).needs_work_now]
+    if not stale:
+        return dg.SkipReason("no summary input changed since the summaries were built")
+    return dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y-%m-%d}", asset_selection=sorted(stale))
+
 
 with warnings.catch_warnings():
     # Custom conditions (StaleCondition) are evaluated in the code server, a beta option we rely on.
@@ -146,11 +173,11 @@ def summary_assets(defs: dg.Definitions) -> list[str]:
 
 
 task_freeze_jobs = {family: dg.define_asset_job(
-    f"freeze_{family}", selection=[task_family_assets(family)[0]],
+    f"freeze_{family}", selection=dg.AssetSelection.assets(task_family_assets(family)[0]) - WITHOUT_UP_TO_DATE,
     description=f"Freeze one {family} task dataset; identical data keeps its data version.",
 ) for family in TASK_FAMILIES}
 task_evaluation_jobs = {family: dg.define_asset_job(
-    f"evaluate_{family}", selection=task_family_assets(family)[1:],
+    f"evaluate_{family}", selection=dg.AssetSelection.assets(*task_family_assets(family)[1:]) - WITHOUT_UP_TO_DATE,
     description=f"Evaluate one (model, {family} dataset) partition: the task and, for pair datasets, L1 pair sanity.",
 ) for family in TASK_FAMILIES}
 """Per task family: its datasets are their own partitions, so freezing and evaluating them are
@@ -158,4 +185,6 @@ jobs of their own (a job runs one partitions definition)."""
 JOBS = [refresh_datasets_job, summary_job, dataset_evaluation_job, evaluation_job, *task_freeze_jobs.values(),
         *task_evaluation_jobs.values()]
 SENSORS = [config_sensor, evaluation_automation]
-SCHEDULES = [nightly_refresh, nightly_summary]
+nightly_task_refresh = [nightly_freeze(job, task_datasets_name(family), f"nightly_refresh_{family}")
+                        for family, job in task_freeze_jobs.items()]
+SCHEDULES = [nightly_refresh, *nightly_task_refresh, nightly_summary]

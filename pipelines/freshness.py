@@ -24,11 +24,14 @@ and a new pyramid level with a new kind of setting adds one :class:`Facet` (a na
 means, how to cut it from a :class:`~embedpyramid.config.ProjectConfig`, how it is partitioned)
 to ``STATIC_FACETS``. Nothing else is needed: the CLI and the config sensor report the facets'
 current versions as observations (:func:`observe_config`, only when a version changed), and
-Dagster's stale status (:func:`asset_states`) does the rest — the UI's "Unsynced", the
+Dagster's stale status (read by :class:`Freshness`) does the rest — the UI's "Unsynced", the
 :class:`StaleCondition` of the automation and ``embedpyramid run`` / ``status`` all read it.
 
-Dagster exposes that status only through ``CachingStaleStatusResolver`` (the class behind the
-UI's GraphQL ``staleStatus``), an internal API: hence the pin ``dagster<1.14``.
+Dagster's stale status is direct (a partition turns stale when a direct input has a new data
+version, not while an input is itself stale); :class:`Freshness` follows it upstream, so
+``status`` shows every partition ``run`` recomputes, and gives each summary the input partitions
+it must exclude. Dagster exposes that status only through internals (the class behind the UI's
+GraphQL ``staleStatus``), which :mod:`pipelines.dagster_internals` alone imports.
 """
 
 from __future__ import annotations
@@ -39,15 +42,25 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import dagster as dg
-from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-from dagster._core.definitions.data_version import DATA_VERSION_TAG, CachingStaleStatusResolver, StaleStatus
-from dagster._core.definitions.events import AssetKeyPartitionKey
-from dagster._time import get_current_datetime
 
 from embedpyramid.config import ProjectConfig
 from embedpyramid.config.base import resolve_path
 from embedpyramid.data import source_files
 from embedpyramid.hashing import sha256_json
+from embedpyramid.inputs import ExcludedInput, SummaryInputs
+from embedpyramid.store import ArtifactStore, read_json
+from pipelines.dagster_internals import (
+    DATA_VERSION_TAG,
+    DagsterStaleness,
+    StaleCause,
+    all_partitions,
+    asset_graph_of,
+    candidate_partitions,
+    graph_view,
+    parent_partitions,
+    partition_dimensions,
+    subset_of,
+)
 from pipelines.partitions import (
     TASK_FAMILIES,
     ann_asset_name,
@@ -308,6 +321,47 @@ def facet_deps(*facets: Facet) -> list[dg.AssetKey]:
     return [facet.key for facet in facets]
 
 
+def project_facets(config: ProjectConfig) -> list[Facet]:
+    """Every facet of a loaded config folder."""
+    specs = [spec.name for spec in config.ann.specs] if config.ann else []
+    systems = list(config.systems.systems) if config.systems else []
+    return config_facets(specs, systems, downstream=config.downstream is not None)
+
+
+def facet_partition(facet: Facet, model: str | None, dataset: str | None) -> str | None:
+    """The partition of ``facet`` that the (card name, dataset) partition of an asset reads."""
+    if facet.partitioned_by is None:
+        return None
+    return model if facet.partitioned_by == "model" else dataset
+
+
+def provenance_record(context: dg.AssetExecutionContext, config: ProjectConfig, store: ArtifactStore) -> dict[str, Any]:
+    """What the asset partition being materialized is computed from: the frozen dataset's content
+    hash, the card key, the version of every config facet it reads and its code version (Dagster
+    records the same as the materialization's data-version provenance, with the data versions
+    of its inputs)."""
+    asset = context.asset_key
+    keys = partition_dimensions(context.assets_def, asset, context.partition_key) if context.has_partition_key else {}
+    model = keys.get("model")
+    dataset = keys.get("dataset") or next(iter(keys.values()), None)
+    facets = {facet.key: facet for facet in project_facets(config)}
+    versions = {}
+    for dep in sorted(context.assets_def.asset_deps[asset]):
+        if dep in facets:
+            partition = facet_partition(facets[dep], model, dataset)
+            versions[_where(dep, partition)] = facets[dep].version(config, partition)[0]
+    manifest = store.dataset_dir(dataset) / "manifest.json" if dataset else None
+    return {
+        "asset": asset.to_user_string(),
+        "partition": context.partition_key if context.has_partition_key else None,
+        "dataset": dataset,
+        "dataset_version": read_json(manifest)["version"] if manifest is not None and manifest.is_file() else None,
+        "card_key": config.models[model].key if model in config.models else None,
+        "code_version": context.assets_def.code_versions_by_key[asset],
+        "facets": versions,
+    }
+
+
 def observe_config(instance: dg.DagsterInstance, config: ProjectConfig) -> list[str]:
     """Report each facet version of ``config`` that differs from the latest one Dagster holds, as
     an observation carrying the fragment; return what changed ("config/measures", ...)."""
@@ -320,10 +374,8 @@ def observe_config(instance: dg.DagsterInstance, config: ProjectConfig) -> list[
 
 def config_observations(instance: dg.DagsterInstance, config: ProjectConfig) -> list[dg.AssetObservation]:
     """The observations that would bring Dagster's facet versions up to date with ``config``."""
-    specs = [spec.name for spec in config.ann.specs] if config.ann else []
-    systems = list(config.systems.systems) if config.systems else []
     events = []
-    for facet in config_facets(specs, systems, downstream=config.downstream is not None):
+    for facet in project_facets(config):
         for partition in facet.partitions(config):
             version, fragment = facet.version(config, partition)
             record = instance.get_latest_data_version_record(facet.key, True, partition)
@@ -339,63 +391,258 @@ def config_observations(instance: dg.DagsterInstance, config: ProjectConfig) -> 
 
 @dataclass(frozen=True)
 class AssetState:
-    """Dagster's view of one asset partition: fresh, stale (with the root causes), missing, or
-    failed (its latest materialization attempt failed)."""
+    """One asset partition: fresh, stale (with its root causes), missing, or failed (its latest
+    run failed or was killed before it was materialized).
+
+    ``direct`` says whether materializing it now would change anything: True when Dagster itself
+    reports it (a config facet, the code version or a direct input's data version changed, or it
+    is missing or failed), or for a summary when an input partition has a new data version since
+    it was built; False when it is listed only because something upstream is not fresh (it is
+    recomputed once that upstream is, unless the upstream's new data is identical) or, for a
+    summary, because an input partition it must exclude is not current.
+    """
 
     asset: str
     partition: str | None
     state: State
     causes: tuple[str, ...] = ()
+    direct: bool = True
 
     @property
     def needs_work(self) -> bool:
         return self.state != "fresh"
 
-
-def graph_view(instance: dg.DagsterInstance, asset_graph: Any) -> AssetGraphView:
-    """A read view of the instance at this moment (what the automation daemon evaluates on)."""
-    return AssetGraphView(
-        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
-        instance=instance, asset_graph=asset_graph,
-    )
+    @property
+    def needs_work_now(self) -> bool:
+        """What ``embedpyramid run`` and the automation materialize in this wave."""
+        return self.needs_work and self.direct
 
 
-def _cause_text(cause: Any, asset: dg.AssetKey, partition: str | None) -> str:
+def _cause_text(cause: StaleCause, asset: dg.AssetKey, partition: str | None) -> str:
     """"config/measures has a new data version", or just "has a new code version" for the asset itself."""
-    if cause.asset_key == asset and cause.partition_key == partition:
+    if cause.asset == asset and cause.partition == partition:
         return cause.reason
-    where = f" [{cause.partition_key}]" if cause.partition_key else ""
-    return f"{cause.asset_key.to_user_string()}{where} {cause.reason}"
+    where = f" [{cause.partition}]" if cause.partition else ""
+    return f"{cause.asset.to_user_string()}{where} {cause.reason}"
 
 
-def asset_states(view: AssetGraphView, asset_partitions: Iterable[tuple[dg.AssetKey, str | None]]) -> list[AssetState]:
-    """The state of each (asset, partition) — None for an unpartitioned asset — as the UI's stale
-    status shows it, plus "failed" where the latest attempt failed. One resolver serves them all,
-    so shared upstreams are read once."""
-    resolver = CachingStaleStatusResolver(view.instance, view.asset_graph, view)
-    states = []
-    for asset, partition in asset_partitions:
-        status = resolver.get_status(asset, partition)
+def _where(asset: dg.AssetKey, partition: str | None) -> str:
+    return asset.to_user_string() + (f" [{partition}]" if partition else "")
+
+
+class Freshness:
+    """The state of every asset partition of a graph at one moment, followed upstream.
+
+    Dagster's own stale status is direct: an asset partition turns stale when one of its direct
+    inputs has a new data version, not while an input is itself stale. Here a partition is also
+    stale when anything upstream of it is not fresh (with the upstream's root causes), so
+    ``embedpyramid status`` shows every partition that ``run`` will recompute. A summary
+    (unpartitioned, reading partitioned inputs) is stale when one of its input partitions has a
+    new data version since it was built (Dagster misses a partition materialized for the first
+    time) or is not current: a summary never uses such an input (:meth:`summary_inputs`).
+    """
+
+    def __init__(self, instance: dg.DagsterInstance, asset_graph: Any):
+        self.instance, self.graph = instance, asset_graph
+        self.view = graph_view(instance, asset_graph)
+        self.dagster = DagsterStaleness(self.view)
+        self._memo: dict[tuple[dg.AssetKey, str | None], AssetState] = {}
+
+    def states(self, asset_partitions: Iterable[tuple[dg.AssetKey, str | None]]) -> list[AssetState]:
+        return [self.state(asset, partition) for asset, partition in asset_partitions]
+
+    def state(self, asset: dg.AssetKey, partition: str | None) -> AssetState:
+        key = (asset, partition)
+        if key not in self._memo:
+            if self._is_summary(asset):
+                self._memo[key] = self._summary_state(asset)
+            else:
+                self._memo[key] = self._partition_state(asset, partition)
+        return self._memo[key]
+
+    def direct_state(self, asset: dg.AssetKey, partition: str | None) -> AssetState:
+        """Dagster's own answer, plus "failed"."""
+        status = self.dagster.status(asset, partition)
         causes: tuple[str, ...] = ()
-        if status == StaleStatus.STALE:
-            state: State = "stale"
+        state: State = status
+        if status == "stale":
             causes = tuple(sorted({_cause_text(cause, asset, partition)
-                                   for cause in resolver.get_stale_root_causes(asset, partition)}))
-        else:
-            state = "missing" if status == StaleStatus.MISSING else "fresh"
-        if _latest_attempt_failed(view.instance, asset, partition):
+                                   for cause in self.dagster.root_causes(asset, partition)}))
+        if self._latest_run_failed(asset, partition):
             state = "failed"
-        states.append(AssetState(asset.to_user_string(), partition, state, causes))
-    return states
+        return AssetState(asset.to_user_string(), partition, state, causes)
+
+    def _partition_state(self, asset: dg.AssetKey, partition: str | None) -> AssetState:
+        own = self.direct_state(asset, partition)
+        upstream: set[str] = set()
+        for parent in self._materializable_parents(asset):
+            for parent_partition in parent_partitions(self.view, asset, partition, parent):
+                found = self.state(parent, parent_partition)
+                if found.needs_work:
+                    upstream |= set(_upstream_causes(found, parent, parent_partition))
+        if own.needs_work or not upstream:
+            return own
+        return AssetState(own.asset, partition, "stale", tuple(sorted(upstream)), direct=False)
+
+    def _summary_state(self, asset: dg.AssetKey) -> AssetState:
+        own = self.direct_state(asset, None)
+        if own.state in ("missing", "failed"):
+            return own
+        latest = self.instance.get_latest_data_version_record(asset, False, None)
+        cursor = latest.storage_id if latest else None
+        changed, excluded = [], []
+        for parent, partition in self.input_partitions(asset):
+            if self._changed_since(parent, partition, cursor):
+                changed.append(f"{_where(parent, partition)} has a new data version")
+            found = self.state(parent, partition)
+            if found.needs_work:
+                excluded.append(f"input {_where(parent, partition)} is {found.state}"
+                                + (f" ({'; '.join(found.causes)})" if found.causes else ""))
+        if changed or own.needs_work:
+            return AssetState(own.asset, None, "stale", tuple(sorted({*own.causes, *changed, *excluded})))
+        upstream = {cause for parent in self._materializable_parents(asset) if self.graph.get(parent).partitions_def is None
+                    and (found := self.state(parent, None)).needs_work for cause in _upstream_causes(found, parent, None)}
+        if excluded or upstream:
+            return AssetState(own.asset, None, "stale", tuple(sorted({*excluded, *upstream})), direct=False)
+        return own
+
+    def input_partitions(self, summary: dg.AssetKey) -> list[tuple[dg.AssetKey, str]]:
+        """Every (partitioned input asset, partition) a summary reads."""
+        return [(parent, partition) for parent in self._materializable_parents(summary)
+                if self.graph.get(parent).partitions_def is not None
+                for partition in parent_partitions(self.view, summary, None, parent) if partition is not None]
+
+    def upstream_not_current(self, summary: dg.AssetKey) -> list[tuple[dg.AssetKey, str, AssetState]]:
+        """(asset, partition, state) of every partition upstream of ``summary``, at any depth, that
+        is not fresh: what a summary must not read."""
+        ancestors = sorted(key for key in self.graph.get_ancestor_asset_keys(summary)
+                           if self.graph.get(key).is_materializable and self.graph.get(key).partitions_def is not None)
+        return [(asset, partition, found) for asset in ancestors for partition in all_partitions(self.view, asset)
+                if (found := self.state(asset, partition)).needs_work]
+
+    def _is_summary(self, asset: dg.AssetKey) -> bool:
+        return self.graph.get(asset).partitions_def is None and any(
+            self.graph.get(parent).partitions_def is not None for parent in self._materializable_parents(asset))
+
+    def _materializable_parents(self, asset: dg.AssetKey) -> list[dg.AssetKey]:
+        return sorted(parent for parent in self.graph.get(asset).parent_keys
+                      if self.graph.has(parent) and self.graph.get(parent).is_materializable)
+
+    def _changed_since(self, asset: dg.AssetKey, partition: str | None, cursor: int | None) -> bool:
+        """Whether the partition's data version changed after storage id ``cursor`` (the
+        summary's materialization)."""
+        if cursor is None:
+            return False
+        after = self.instance.get_latest_data_version_record(asset, False, partition, after_cursor=cursor)
+        if after is None:
+            return False
+        before = self.instance.get_latest_data_version_record(asset, False, partition, before_cursor=cursor + 1)
+        version = (lambda record: record.event_log_entry.tags.get(DATA_VERSION_TAG)
+                   if record is not None and record.event_log_entry.tags else None)
+        return before is None or version(before) != version(after)
+
+    def _latest_run_failed(self, asset: dg.AssetKey, partition: str | None) -> bool:
+        """Whether the latest run that planned this partition failed, or was killed or canceled,
+        and nothing materialized it since (a killed run records no failed materialization)."""
+        records_filter = dg.AssetRecordsFilter(asset, asset_partitions=[partition] if partition else None)
+        materialized = self.instance.fetch_materializations(records_filter, limit=1).records
+        failed = self.instance.fetch_failed_materializations(records_filter, limit=1).records
+        last = materialized[0].storage_id if materialized else -1
+        if failed and failed[0].storage_id > last:
+            return True
+        planned = self.instance.get_latest_planned_materialization_info(asset, partition)
+        if planned is None or planned.storage_id < last:
+            return False
+        run = self.instance.get_run_by_id(planned.run_id)
+        return run is not None and run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
-def _latest_attempt_failed(instance: dg.DagsterInstance, asset: dg.AssetKey, partition: str | None) -> bool:
-    records_filter = dg.AssetRecordsFilter(asset, asset_partitions=[partition] if partition else None)
-    failed = instance.fetch_failed_materializations(records_filter, limit=1).records
-    if not failed:
-        return False
-    materialized = instance.fetch_materializations(records_filter, limit=1).records
-    return not materialized or materialized[0].storage_id < failed[0].storage_id
+def summary_inputs(freshness: Freshness, summary: dg.AssetKey, config: ProjectConfig) -> SummaryInputs:
+    """What a summary asset must leave out: every partition upstream of it that is not fresh,
+    named as the core names its inputs (asset, dataset, card key)."""
+    excluded = []
+    for asset, partition, state in freshness.upstream_not_current(summary):
+        keys = partition_dimensions(freshness.graph, asset, partition)
+        name = keys.get("model")
+        if name is not None and name not in config.models:
+            continue
+        dataset = keys.get("dataset") or next(iter(keys.values()))
+        reason = "; ".join(state.causes) or ("never materialized" if state.state == "missing" else "its last run failed")
+        excluded.append(ExcludedInput(asset.to_user_string(), dataset, config.models[name].key if name else None,
+                                      state.state, reason))
+    return SummaryInputs(tuple(excluded))
+
+
+def _upstream_causes(state: AssetState, asset: dg.AssetKey, partition: str | None) -> list[str]:
+    """The root causes an upstream partition passes down: its own stale causes, or that it is
+    missing or failed."""
+    if state.state == "stale":
+        return list(state.causes)
+    return [f"{_where(asset, partition)} " + ("never materialized" if state.state == "missing" else "failed")]
+
+
+UP_TO_DATE = "up_to_date"
+"""The asset-level check that turns WARN (in the lineage and on the asset page) while any
+partition of the asset is stale, missing or failed: the UI shows staleness per partition only."""
+
+
+def up_to_date_evaluations(freshness: Freshness, assets: Iterable[dg.AssetKey]) -> list[dg.AssetCheckEvaluation]:
+    """Per asset: passed when every partition is fresh; else WARN, with how many partitions are
+    not and the first few with their causes."""
+    evaluations = []
+    for asset in assets:
+        partitions = all_partitions(freshness.view, asset) if freshness.graph.get(asset).partitions_def else [None]
+        behind = [state for partition in partitions if (state := freshness.state(asset, partition)).needs_work]
+        lines = [f"{state.partition or asset.to_user_string()}: {state.state}"
+                 + (f" ({'; '.join(state.causes)})" if state.causes else "") for state in behind]
+        evaluations.append(dg.AssetCheckEvaluation(
+            asset_key=asset, check_name=UP_TO_DATE, passed=not behind, severity=dg.AssetCheckSeverity.WARN,
+            description=(f"{len(behind)} of {len(partitions)} partitions need work" if behind
+                         else "every partition is fresh"),
+            metadata={"partitions": dg.MetadataValue.int(len(partitions)),
+                      "not_fresh": dg.MetadataValue.int(len(behind)),
+                      "first": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines[:10])
+                                                   + (f"\n- +{len(lines) - 10} more" if len(lines) > 10 else ""))},
+        ))
+    return evaluations
+
+
+def report_up_to_date(instance: dg.DagsterInstance, asset_graph: Any) -> int:
+    """Record the ``up_to_date`` check of every materializable asset whose outcome changed since
+    its last evaluation (the CLI after each command, the config sensor on each tick); returns
+    how many were recorded."""
+    freshness = Freshness(instance, asset_graph)
+    assets = sorted(key for key in asset_graph.get_all_asset_keys() if asset_graph.get(key).is_materializable)
+    recorded = 0
+    for evaluation in up_to_date_evaluations(freshness, assets):
+        latest = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(evaluation.asset_key, UP_TO_DATE))
+        previous = latest.event.asset_check_evaluation if latest and latest.event else None
+        if previous is None or previous.passed != evaluation.passed or previous.metadata != evaluation.metadata:
+            instance.report_runless_asset_event(evaluation)
+            recorded += 1
+    return recorded
+
+
+def up_to_date_checks(assets: Sequence[dg.AssetKey]) -> dg.AssetChecksDefinition:
+    """The ``up_to_date`` check of every materializable asset (also runnable from the UI)."""
+
+    @dg.multi_asset_check(specs=[dg.AssetCheckSpec(UP_TO_DATE, asset=asset, description=(
+        "Every partition of this asset is fresh: WARN while one is stale (a config facet, the code or an upstream "
+        "changed), missing or failed, with the first few and their root causes")) for asset in assets],
+        name="up_to_date_checks", can_subset=True, required_resource_keys={"project"})
+    def checks(context):  # Dagster reads the annotation; a string one (postponed annotations) is refused
+        from pipelines.graph import location_asset_graph
+
+        project = context.resources.project
+        graph = asset_graph_of(context, lambda: location_asset_graph(project.configs_dir, project.data_dir))
+        freshness = Freshness(context.instance, graph)
+        selected = sorted({key.asset_key for key in context.selected_asset_check_keys})
+        for evaluation in up_to_date_evaluations(freshness, selected):
+            yield dg.AssetCheckResult(asset_key=evaluation.asset_key, check_name=UP_TO_DATE, passed=evaluation.passed,
+                                      severity=evaluation.severity, description=evaluation.description,
+                                      metadata=evaluation.metadata)
+
+    return checks
 
 
 FRESH_MEMO = "embedpyramid/fresh-at"
@@ -425,11 +672,13 @@ def remember_fresh(instance: dg.DagsterInstance, signature: str) -> None:
 
 
 class StaleCondition(dg.AutomationCondition):
-    """True for the partitions Dagster reports as stale (the UI's "Unsynced"): a config facet,
-    an upstream data version or the asset's code version changed since it was materialized.
+    """True for the partitions that are stale *directly* (the UI's "Unsynced"): a config facet,
+    an input's data version or the asset's code version changed since it was materialized; for a
+    summary, also an input partition with a new data version since it was built.
 
-    The same :func:`asset_states` that ``embedpyramid run`` plans with, so the automation and the
-    CLI cannot disagree about what is stale.
+    The same :class:`Freshness` that ``embedpyramid run`` plans its waves with, so the automation
+    and the CLI cannot disagree about what is stale. Partitions stale only because something
+    upstream is not fresh wait for it (their upstream is requested first).
     """
 
     @property
@@ -446,14 +695,10 @@ class StaleCondition(dg.AutomationCondition):
 
     def evaluate(self, context: Any) -> dg.AutomationResult:
         view = context.asset_graph_view
-        candidates = context.candidate_subset.expensively_compute_asset_partitions()
-        partitions = sorted({candidate.partition_key for candidate in candidates}, key=str)
-        stale = {
-            AssetKeyPartitionKey(context.key, state.partition)
-            for state in asset_states(view, [(context.key, partition) for partition in partitions])
-            if state.state == "stale"
-        }
-        return dg.AutomationResult(context, true_subset=view.get_asset_subset_from_asset_partitions(context.key, stale))
+        freshness = Freshness(view.instance, view.asset_graph)
+        stale = [partition for partition in candidate_partitions(context)
+                 if (found := freshness.state(context.key, partition)).state == "stale" and found.direct]
+        return dg.AutomationResult(context, true_subset=subset_of(view, context.key, stale))
 
 
 class UpstreamBusy(dg.AutomationCondition):

@@ -3,7 +3,9 @@ jobs, sensors and schedules, with the resources that point them at a config and 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -23,7 +25,7 @@ from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
-from pipelines.freshness import config_facets
+from pipelines.freshness import config_facets, up_to_date_checks
 from pipelines.partitions import check_ann_asset_names, check_system_asset_names
 from resources import EncoderRegistry, ProjectResource
 
@@ -88,9 +90,10 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
         extra.setdefault(name, []).append(dg.AssetKey(dep))
     assets = [*with_extra_deps([*ASSETS, report_asset(with_serving=bool(serving))], extra), *serving, *level5,
               *(DOWNSTREAM_ASSETS if downstream else [])]
+    materializable = [key for asset in assets for key in asset.keys]
     return dg.Definitions(
         assets=[config_folder, *facets, *assets],
-        asset_checks=[config_loads],
+        asset_checks=[config_loads, up_to_date_checks(materializable)],
         jobs=JOBS,
         sensors=SENSORS,
         schedules=SCHEDULES,
@@ -99,3 +102,16 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
             "encoders": EncoderRegistry(),
         },
     )
+
+
+def location_asset_graph(configs_dir: str, data_dir: str) -> Any:
+    """The asset graph of a config folder (rebuilt when one of its files changes): what a summary
+    asset run in-process follows upstream."""
+    folder = Path(configs_dir)
+    stamps = tuple(sorted((path.name, path.stat().st_mtime_ns) for path in folder.glob("*.yaml")))
+    return _asset_graph(configs_dir, data_dir, stamps)
+
+
+@lru_cache(maxsize=4)
+def _asset_graph(configs_dir: str, data_dir: str, stamps: tuple[tuple[str, int], ...]) -> Any:
+    return build_definitions(configs_dir, data_dir).resolve_asset_graph()

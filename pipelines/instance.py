@@ -11,7 +11,10 @@ follows, one writer at a time, and no ghost runs.
   location that reads another folder neither deletes partitions nor reports config versions.
 - **One writer.** :class:`DataFolderLock` holds an exclusive lock on ``<data>/.embedpyramid.lock``
   (in the instance folder for a remote data folder) while a command writes; a second command
-  waits for it, saying which PID holds it, or exits at once with ``wait=False``.
+  waits for it, saying which PID holds it, or exits at once with ``wait=False``. Every run step
+  that writes the data folder takes the same lock through the ``project`` resource, so a run the
+  automation, a schedule or the UI launches waits for a CLI command on the same folder (and the
+  other way round).
 - **No ghosts.** Runs the CLI starts carry the PID and host of their process; a run still marked
   started whose process is gone (killed) is marked failed by the next command
   (:func:`fail_abandoned_runs`). Runs launched by the daemon are watched by Dagster's own run
@@ -179,6 +182,10 @@ def _alive_since(pid: int, started: float) -> bool:
         return False
 
 
+_HELD: dict[str, int] = {}
+"""Lock files this process holds, with how many holders inside it."""
+
+
 class DataFolderLock:
     """An exclusive lock on a data folder for the duration of one command (see the module docstring).
 
@@ -187,13 +194,15 @@ class DataFolderLock:
     """
 
     def __init__(self, data_root: StorePath, instance: dg.DagsterInstance, *, wait: bool = True,
-                 notify: Callable[[str], None] = print, poll_seconds: float = 1.0):
+                 notify: Callable[[str], None] = print, poll_seconds: float = 1.0, holder: str | None = None):
         if is_local(data_root):
             self.path = data_root / LOCK_FILE
         else:
             self.path = Path(instance.root_directory) / f"{LOCK_FILE}.{hashlib.sha256(str(data_root).encode()).hexdigest()[:16]}"
         self.data_root, self.wait, self.notify, self.poll_seconds = data_root, wait, notify, poll_seconds
+        self.holder = holder or " ".join(sys.argv)
         self._handle: int | None = None
+        self._nested = False
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -204,6 +213,14 @@ class DataFolderLock:
             self.release()
 
     def acquire(self) -> None:
+        """Take the lock, waiting for (or, without ``wait``, refusing) another holder. A process
+        that already holds it (the CLI, whose in-process runs' steps take it again) holds it
+        once more: an flock taken twice by one process would wait for itself."""
+        key = str(self.path)
+        if _HELD.get(key):
+            _HELD[key] += 1
+            self._nested = True
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         told = False
@@ -222,11 +239,17 @@ class DataFolderLock:
                     told = True
                 time.sleep(self.poll_seconds)
         os.ftruncate(handle, 0)
-        os.write(handle, json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv)}).encode("utf-8"))
+        os.write(handle, json.dumps({"pid": os.getpid(), "command": self.holder}).encode("utf-8"))
         self._handle = handle
+        _HELD[key] = 1
 
     def release(self) -> None:
-        if self._handle is not None:
+        key = str(self.path)
+        if self._nested:
+            _HELD[key] -= 1
+            self._nested = False
+        elif self._handle is not None:
+            _HELD.pop(key, None)
             fcntl.flock(self._handle, fcntl.LOCK_UN)
             os.close(self._handle)
             self._handle = None

@@ -14,12 +14,12 @@ is bound to (:mod:`pipelines.instance`); a process reading another folder adds, 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 
 import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig
+from embedpyramid.inputs import ann_asset_name, pair_sanity_asset_name, system_asset_name, task_asset_name
 
 MODELS = "models"
 DATASETS = "datasets"
@@ -40,19 +40,9 @@ def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
     return keys["model"], keys["dataset"]
 
 
-def ann_asset_name(spec_name: str) -> str:
-    """The asset of one index spec (asset names allow letters, digits and underscores)."""
-    return "ann_" + re.sub(r"[^A-Za-z0-9_]", "_", spec_name)
-
-
 def check_ann_asset_names(spec_names: Iterable[str], where: str) -> None:
     """Refuse two spec names that would share one asset (``flat-a`` and ``flat_a``)."""
     _check_distinct_assets(spec_names, ann_asset_name, where, "indexes")
-
-
-def system_asset_name(system_name: str) -> str:
-    """The asset of one L5 system of systems.yaml (``rerank-by-use-m3`` → ``system_rerank_by_use_m3``)."""
-    return "system_" + re.sub(r"[^A-Za-z0-9_]", "_", system_name)
 
 
 def check_system_asset_names(system_names: Iterable[str], where: str) -> None:
@@ -97,7 +87,8 @@ PAIR_FAMILIES = ("sts", "pair_classification", "bitext")
 
 def task_family_assets(family: str) -> list[str]:
     """The assets on one family's partitions: its frozen datasets, its task, its pair sanity."""
-    return [f"frozen_{family}_dataset", f"task_{family}", *([f"pair_sanity_{family}"] if family in PAIR_FAMILIES else [])]
+    return [f"frozen_{family}_dataset", task_asset_name(family),
+            *([pair_sanity_asset_name(family)] if family in PAIR_FAMILIES else [])]
 
 
 def task_datasets_name(family: str) -> str:

@@ -39,13 +39,14 @@ from pipelines.automation import (
     task_freeze_jobs,
 )
 from pipelines.freshness import (
+    UP_TO_DATE,
     AssetState,
-    asset_states,
+    Freshness,
     graph_signature,
-    graph_view,
     known_fresh,
     observe_config,
     remember_fresh,
+    report_up_to_date,
 )
 from pipelines.graph import build_definitions
 from pipelines.instance import (
@@ -70,7 +71,8 @@ class RunReport:
     """What one invocation did: datasets frozen, partitions materialized (card key, dataset) or
     up to date, the assets materialized, the embedding tables encoded (``query``, ``document``,
     ``raw_query``, ``raw_document``), config facets that changed, abandoned runs marked failed,
-    failures, and whether (or why not) the summary was built."""
+    failures, whether (or why not) the summary was built, and the input partitions the summaries
+    left out because they are not current (the summaries' remaining causes)."""
 
     frozen: list[str] = field(default_factory=list)
     materialized: list[tuple[str, str]] = field(default_factory=list)
@@ -82,6 +84,7 @@ class RunReport:
     failures: list[str] = field(default_factory=list)
     summary_built: bool = False
     summary_skipped: str | None = None
+    summary_excludes: list[str] = field(default_factory=list)
 
 
 def select_models(config: ProjectConfig, requested: Sequence[str] | None) -> list[ResolvedModel]:
@@ -138,9 +141,13 @@ class Session:
     log: Callable[[str], None]
     verbose: bool = False
 
-    def states(self, assets: Sequence[str], partition: str | None) -> list[AssetState]:
-        view = graph_view(self.instance, self.defs.resolve_asset_graph())
-        return asset_states(view, [(dg.AssetKey(asset), partition) for asset in assets])
+    def freshness(self) -> Freshness:
+        """The states of the graph's partitions as the instance holds them now."""
+        return Freshness(self.instance, self.defs.resolve_asset_graph())
+
+    def states(self, assets: Sequence[str], partition: str | None,
+               freshness: Freshness | None = None) -> list[AssetState]:
+        return (freshness or self.freshness()).states([(dg.AssetKey(asset), partition) for asset in assets])
 
     def jobs(self, dataset: str) -> DatasetJobs:
         """Retrieval datasets go through ``evaluate``; a task dataset through its family's jobs."""
@@ -161,9 +168,14 @@ class Session:
         # Dagster's console logger prints every event and a traceback per failure: quiet unless
         # --verbose; every event stays in the instance (the UI) either way.
         level = "INFO" if self.verbose else "CRITICAL"
-        return self.defs.resolve_job_def(job).execute_in_process(
-            partition_key=partition, asset_selection=[dg.AssetKey(asset) for asset in assets],
-            instance=self.instance, tags=tags, raise_on_error=False,
+        job_def = self.defs.resolve_job_def(job)
+        selection = {dg.AssetKey(asset) for asset in assets}
+        # The asset checks of the selected assets, but not up_to_date: the CLI records that one
+        # itself once the command is done.
+        checks = {key for key in self.defs.resolve_asset_graph().asset_check_keys
+                  if key.asset_key in selection and key.name != UP_TO_DATE}
+        return job_def.get_subset(asset_selection=selection, asset_check_selection=checks).execute_in_process(
+            partition_key=partition, instance=self.instance, tags=tags, raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": level}}}},
         )
 
@@ -245,7 +257,9 @@ def run_pipeline(
             for model in selected_models:
                 _evaluate(session, model, dataset, tags, report)
         _summarize(session, tags, report)
-        if not report.failures and healthy == selected_datasets and report.summary_skipped is None:
+        report_up_to_date(session.instance, session.defs.resolve_asset_graph())
+        if (not report.failures and healthy == selected_datasets and report.summary_skipped is None
+                and not report.summary_excludes):
             remember_fresh(session.instance, signature)
     return report
 
@@ -281,7 +295,7 @@ def _evaluate_dataset(session: Session, dataset: str, tags: dict[str, str], repo
     when one fails: the dataset's partitions are then skipped, as after a failed freeze."""
     assets = list(session.jobs(dataset).dataset_assets)
     for _wave in range(len(assets) + 1):
-        todo = [state for state in session.states(assets, dataset) if state.needs_work]
+        todo = [state for state in session.states(assets, dataset) if state.needs_work_now]
         if not todo:
             return True
         session.log(f"dataset {dataset}: {_describe(todo)}")
@@ -300,7 +314,7 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
     assets = list(jobs.assets)
     materialized = False
     for _wave in range(len(assets) + 1):  # a chain of n assets settles in n waves; one more to see it
-        todo = [state for state in session.states(assets, str(partition)) if state.needs_work]
+        todo = [state for state in session.states(assets, str(partition)) if state.needs_work_now]
         if not todo:
             break
         session.log(f"{label}: {_describe(todo)}")
@@ -328,12 +342,14 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
 
 
 def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> None:
+    """Rebuild the summaries that need it: in the first wave also those that only exclude an
+    input partition that is not current (so they say so), then until nothing changes."""
     summaries = summary_assets(session.defs)
-    fed = _fed_by(session, summaries, {asset for _, _, asset in report.assets})
     for wave in range(len(summaries) + 1):
-        todo = [state for state in session.states(summaries, None)
-                if state.needs_work or (wave == 0 and state.asset in fed)]
+        states = session.states(summaries, None)
+        todo = [state for state in states if (state.needs_work if wave == 0 else state.needs_work_now)]
         if not todo:
+            report.summary_excludes = sorted({cause for state in states if state.needs_work for cause in state.causes})
             return
         if not _any_evaluated(session):
             report.summary_skipped = "no (model, dataset) partition of the current cards is evaluated yet"
@@ -345,16 +361,6 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
             report.failures.append(f"summary: {_failure(result, session.verbose)}")
             return
         report.summary_built = True
-
-
-def _fed_by(session: Session, summaries: Sequence[str], materialized: set[str]) -> set[str]:
-    """The summaries downstream of an asset this run materialized. Dagster does not count a
-    partition materialized for the first time (a dataset or card evaluated for the first time
-    without a config edit, e.g. after ``--datasets``) as making an unpartitioned summary stale,
-    so the run rebuilds those summaries itself."""
-    graph = session.defs.resolve_asset_graph()
-    return {summary for summary in summaries
-            if materialized & {key.to_user_string() for key in graph.get_ancestor_asset_keys(dg.AssetKey(summary))}}
 
 
 def _any_evaluated(session: Session) -> bool:
@@ -377,7 +383,7 @@ def _describe(states: Sequence[AssetState]) -> str:
 def _why(state: AssetState) -> str:
     if state.state == "stale":
         return f"stale ({', '.join(state.causes)})"
-    return {"missing": "never materialized", "failed": "its last attempt failed", "fresh": "fresh"}[state.state]
+    return {"missing": "never materialized", "failed": "its last run failed", "fresh": "fresh"}[state.state]
 
 
 def _materializations(result: dg.ExecuteInProcessResult) -> list[Any]:
@@ -424,30 +430,36 @@ _SEVERITY = ("failed", "stale", "missing", "fresh")
 
 
 def level_status(dataset: str | None, model: str | None, level: str, states: Sequence[AssetState]) -> LevelStatus:
-    """The worst state of a level's assets (failed, stale, missing, fresh) and the reasons."""
+    """The worst state of a level's assets (failed, stale, missing, fresh) and the reasons, each
+    root cause once with the assets it reaches: "config/model_card [m] has a new data version
+    (document_embeddings, query_embeddings)"."""
     worst = min((state.state for state in states), key=_SEVERITY.index)
-    reasons = []
+    by_reason: dict[str, list[str]] = {}
     for state in states:
-        if state.state == "stale":
-            reasons += [f"{state.asset}: {cause}" for cause in state.causes]
-        elif state.state == "failed":
-            reasons.append(f"{state.asset}: last attempt failed")
-        elif state.state == "missing":
-            reasons.append(f"{state.asset}: never materialized")
-    return LevelStatus(dataset, model, level, worst, "; ".join(reasons))
+        reasons = {"stale": list(state.causes), "failed": ["last run failed"], "missing": ["never materialized"],
+                   "fresh": []}[state.state]
+        for reason in reasons:
+            by_reason.setdefault(reason, []).append(state.asset)
+    return LevelStatus(dataset, model, level, worst,
+                       "; ".join(f"{reason} ({', '.join(sorted(assets))})" for reason, assets in sorted(by_reason.items())))
 
 
 def pending_states(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[AssetState]:
-    """Every (asset, partition) of the selection whose Dagster state is not fresh: what ``run``
-    materializes first, and what the automation requests on its next tick."""
+    """Every (asset, partition) of the selection that needs work now: what ``run`` materializes
+    first, and what the automation requests on its next tick."""
+    return [state for state in selection_states(session, models, datasets) if state.needs_work_now]
+
+
+def selection_states(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[AssetState]:
+    """The state of every (asset, partition) of the selection and of the summaries, followed upstream."""
+    freshness = session.freshness()
     states = []
     for dataset in datasets:
         jobs = session.jobs(dataset)
-        states += session.states([jobs.frozen_asset, *jobs.dataset_assets], dataset)
+        states += session.states([jobs.frozen_asset, *jobs.dataset_assets], dataset, freshness)
         for model in models:
-            states += session.states(list(jobs.assets), str(model_dataset_key(model.name, dataset)))
-    states += session.states(summary_assets(session.defs), None)
-    return [state for state in states if state.needs_work]
+            states += session.states(list(jobs.assets), str(model_dataset_key(model.name, dataset)), freshness)
+    return states + session.states(summary_assets(session.defs), None, freshness)
 
 
 def project_status(
@@ -466,20 +478,24 @@ def project_status(
     config = load_config(configs_dir)
     selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
     session = open_session(config, data_dir, instance, print, False)
+    fail_abandoned_runs(session.instance)
     observe_config(session.instance, session.config)
     graph = session.defs.resolve_asset_graph()
+    freshness = session.freshness()
     rows = []
     for dataset in selected_datasets:
         jobs = session.jobs(dataset)
         levels: dict[str, list[str]] = {}
         for asset in jobs.assets:
             levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
-        rows.append(level_status(dataset, None, "data", session.states([jobs.frozen_asset], dataset)))
+        rows.append(level_status(dataset, None, "data", session.states([jobs.frozen_asset], dataset, freshness)))
         if jobs.dataset_assets:
-            rows.append(level_status(dataset, None, "l5_systems", session.states(list(jobs.dataset_assets), dataset)))
+            rows.append(level_status(dataset, None, "l5_systems",
+                                     session.states(list(jobs.dataset_assets), dataset, freshness)))
         for model in selected_models:
             partition = str(model_dataset_key(model.name, dataset))
-            rows += [level_status(dataset, model.key, level, session.states(assets, partition))
+            rows += [level_status(dataset, model.key, level, session.states(assets, partition, freshness))
                      for level, assets in levels.items()]
-    rows.append(level_status(None, None, "summary", session.states(summary_assets(session.defs), None)))
+    rows.append(level_status(None, None, "summary", session.states(summary_assets(session.defs), None, freshness)))
+    report_up_to_date(session.instance, graph)
     return rows

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import PrivateAttr
@@ -38,6 +39,7 @@ class ProjectResource(dg.ConfigurableResource):
 
     configs_dir: str
     data_dir: str
+    _lock: Any = PrivateAttr(default=None)
 
     @property
     def config(self) -> ProjectConfig:
@@ -51,6 +53,24 @@ class ProjectResource(dg.ConfigurableResource):
     def store(self) -> ArtifactStore:
         """The data folder: a local path or a URL (s3://, gs://, memory://, file://)."""
         return ArtifactStore.at(self.data_dir)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """A run's step holds the data folder's lock while it runs (one writer per data folder,
+        whoever launched the run); a sensor or schedule evaluation, which writes nothing, does not."""
+        if context.dagster_run is None or context.instance is None:
+            return
+        from pipelines.instance import DataFolderLock
+
+        run = context.dagster_run
+        lock = DataFolderLock(self.store.root, context.instance, notify=context.log.info if context.log else print,
+                              holder=f"run {run.run_id} ({run.job_name})")
+        lock.acquire()
+        self._lock = lock
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def partition(self, context: dg.AssetExecutionContext) -> Partition:
         """The current card and the frozen dataset of the (card name, dataset) partition."""

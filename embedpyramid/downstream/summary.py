@@ -34,6 +34,7 @@ from embedpyramid.downstream.level import (
     read_downstream,
     write_downstream,
 )
+from embedpyramid.inputs import DOWNSTREAM_ANSWERS, SummaryInputs
 from embedpyramid.reports.report import Figure, ReportSection
 from embedpyramid.stats.compare import COMPARISON_SCHEMA, ComparisonSettings, compare_models
 from embedpyramid.store import ArtifactStore, StorePath, read_frame, read_json, write_json, write_parquet, write_text
@@ -120,12 +121,15 @@ def _labelled(frame: pl.DataFrame, labels: Mapping[str, str]) -> pl.DataFrame:
     return frame.select(*(pl.lit(value).alias(name) for name, value in labels.items()), pl.all())
 
 
-def collect_downstream(config: ProjectConfig, store: ArtifactStore) -> DownstreamTables | None:
-    """The L6 artefacts of every (current card, dataset, system) on disk, or None without any."""
+def collect_downstream(config: ProjectConfig, store: ArtifactStore, inputs: SummaryInputs) -> DownstreamTables | None:
+    """The L6 artefacts of every (current card, dataset, system) on disk whose answers are current
+    (``inputs``), or None without any."""
     systems = config.downstream.systems if config.downstream else []
     answers, judgements, per_query, agreement = [], [], [], []
     for dataset in config.datasets:
         for model in config.models.values():
+            if not inputs.admits(DOWNSTREAM_ANSWERS, dataset, model.key):
+                continue
             for system in systems:
                 directory = downstream_directory(store.root, dataset, model.key, system)
                 if not (directory / "per_query.parquet").is_file():

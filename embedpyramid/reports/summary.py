@@ -25,6 +25,15 @@ from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry.level import l1_dir
 from embedpyramid.geometry.level import report_section as l1_section
+from embedpyramid.inputs import (
+    DOWNSTREAM_ANSWERS,
+    EFFICIENCY,
+    NORM_GEOMETRY,
+    NORMALIZATION_PRICE,
+    RETRIEVAL_METRICS,
+    SERVING_FRONTIER,
+    SummaryInputs,
+)
 from embedpyramid.reports.environment import environment_section
 from embedpyramid.reports.report import ComparisonReport, Figure, ReportFiles, ReportSection, write_report
 from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
@@ -63,13 +72,17 @@ RESULTS_VIEWS = ("comparisons", "regressions", "hsd", "hsd_pairs", "random_floor
 """The comparison tables copied into ``results.duckdb`` as views of the same names."""
 
 
-def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[list[EvaluatedPartition], list[str]]:
-    """The (model, dataset) evaluations of the current cards that exist on disk, and the missing
-    ones (a ``published`` dataset has no data to evaluate)."""
+def evaluated_partitions(config: ProjectConfig, store: ArtifactStore,
+                         inputs: SummaryInputs) -> tuple[list[EvaluatedPartition], list[str]]:
+    """The (model, dataset) evaluations of the current cards that exist on disk and are current
+    (``inputs`` lists those that are not: they are left out), and the missing ones (a
+    ``published`` dataset has no data to evaluate)."""
     found, missing = [], []
     for dataset in config.datasets_with_data():
         for model in config.models.values():
             metrics_path = store.metrics_path(dataset, model.key, EXACT)
+            if not inputs.admits(RETRIEVAL_METRICS, dataset, model.key):
+                continue
             if not metrics_path.is_file():
                 missing.append(f"{model.key} × {dataset}")
                 continue
@@ -80,7 +93,7 @@ def evaluated_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[l
                 qrels_path=store.dataset_dir(dataset) / "qrels.parquet",
                 conventions=read_metrics_manifest(metrics_path)["conventions"],
                 efficiency_path=efficiency if (efficiency := efficiency_path(store, dataset, model.key)).is_file()
-                else None,
+                and inputs.admits(EFFICIENCY, dataset, model.key) else None,
             ))
     return found, missing
 
@@ -120,7 +133,8 @@ def results_tables(store: ArtifactStore) -> dict[str, Path]:
 
 
 def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: list[EvaluatedPartition],
-                      systems: list[EvaluatedPartition] | None = None) -> ComparisonTables:
+                      systems: list[EvaluatedPartition] | None = None, *,
+                      inputs: SummaryInputs) -> ComparisonTables:
     """Per dataset: the random-ranking floor, and the paired comparisons of every evaluated model
     against the baseline (all pairs if configured) with the Tukey HSD when three or more models
     are evaluated; datasets where the baseline or every other model is missing are skipped and
@@ -132,13 +146,17 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
     per model-dependent system evaluated for the baseline and another model, the same model
     comparisons within that system (its own test families, so adding a system never moves the
     exact comparisons' adjusted p-values), each system's verdicts against dense exact and the
-    latency table."""
+    latency table.
+
+    ``inputs`` names the input partitions that are not current: they enter no table and no
+    test, and each dataset's verdict lists them (a dataset whose baseline is excluded gets no
+    verdict, only that sentence)."""
     systems = systems or []
     comparison = config.protocol.comparison
     metric, baseline = comparison.report_metric, config.baseline.key
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in COMPARISON_TABLES}
     skipped = []
-    downstream = collect_downstream(config, store)
+    downstream = collect_downstream(config, store, inputs)
     for dataset in config.datasets:
         evaluated = [p for p in partitions if p.dataset == dataset]
         if not evaluated:
@@ -149,7 +167,7 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
         models = {p.model_key for p in evaluated}
         if baseline not in models or len(models) < 2:
             skipped.append(f"{dataset}: needs the baseline {baseline} and another evaluated model "
-                           f"(evaluated: {', '.join(sorted(models)) or 'none'})")
+                           f"(evaluated and current: {', '.join(sorted(models)) or 'none'})")
             continue
         settings = config.comparison_settings(dataset)
         per_query = sort_metrics(pl.concat([read_frame(p.metrics_path) for p in evaluated]))
@@ -181,7 +199,9 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
               for name, frames in parts.items()}
     verdicts = dataset_verdicts(tables["comparisons"].filter(pl.col("system") == EXACT), tables["hsd"],
                                 power=comparison.power, detectable_delta=comparison.detectable_delta)
-    return ComparisonTables(**tables, verdicts=[v.as_dict() for v in verdicts], skipped=skipped)
+    return ComparisonTables(**tables, verdicts=inputs.annotate([v.as_dict() for v in verdicts], config.datasets,
+                                                                   (RETRIEVAL_METRICS, DOWNSTREAM_ANSWERS)),
+                            skipped=skipped)
 
 
 def random_floor_table(config: ProjectConfig, dataset: str, frozen: FrozenDataset, qrels: pl.DataFrame) -> pl.DataFrame:
@@ -227,30 +247,36 @@ def truncated_queries(
 
 
 def build_report(
-    config: ProjectConfig, store: ArtifactStore, leaderboard: pl.DataFrame, tables: ComparisonTables
+    config: ProjectConfig, store: ArtifactStore, leaderboard: pl.DataFrame, tables: ComparisonTables, *,
+    inputs: SummaryInputs,
 ) -> ReportFiles:
     """Write report.md, report.html and the SVG figures under the store's report folder: the
     verdict, the leaderboard with its floor, the HSD groups, the comparisons, then per dataset its
     data notes (empty or dropped texts), the cost/quality of its models, the L1 and L4 sections
     of every evaluated (model, dataset), its L5 systems and its L6 grade analysis; then the L2
-    task families, the L3 reproduction and transfer sections, and the environment record."""
+    task families, the L3 reproduction and transfer sections, and the environment record. The
+    input partitions of ``inputs`` (not current) are left out and listed in their own section."""
     sections, conventions, datasets = [], [], []
+    sections.extend(excluded_section(inputs))
     for dataset in config.datasets:
         directory = store.dataset_dir(dataset)
         if (directory / "manifest.json").is_file():
             datasets.append({"dataset": dataset, "manifest": open_frozen(directory).manifest})
         sections.extend(data_notes_section(store, dataset))
-        sections.extend(cost_quality_section(config, store, dataset, leaderboard))
+        sections.extend(cost_quality_section(config, store, dataset, leaderboard, inputs))
         for model in config.models.values():
             metrics_path = store.metrics_path(dataset, model.key, EXACT)
-            if metrics_path.is_file():
+            if metrics_path.is_file() and inputs.admits(RETRIEVAL_METRICS, dataset, model.key):
                 manifest = read_metrics_manifest(metrics_path)
                 conventions.append({"dataset": dataset, "model": model.key, "conventions": manifest["conventions"],
                                     "tied_queries": manifest.get("tied_queries", 0)})
             l1 = l1_dir(store, dataset, model.key)
-            if (l1 / "price.parquet").is_file() and (l1 / "geometry.json").is_file():
+            if ((l1 / "price.parquet").is_file() and (l1 / "geometry.json").is_file()
+                    and inputs.admits(NORM_GEOMETRY, dataset, model.key)
+                    and inputs.admits(NORMALIZATION_PRICE, dataset, model.key)):
                 sections.append(l1_section(l1, model.key, dataset))
-            if (serving_dir(store, dataset, model.key) / "frontier.parquet").is_file():
+            if ((serving_dir(store, dataset, model.key) / "frontier.parquet").is_file()
+                    and inputs.admits(SERVING_FRONTIER, dataset, model.key)):
                 sections.append(l4_section(store, dataset, model.key))
         sections.extend(l5_section(dataset, config.protocol.comparison.report_metric, tables.system_verdicts,
                                    tables.system_latency, leaderboard))
@@ -283,6 +309,19 @@ def _tie_notes(conventions: list[dict[str, Any]]) -> list[str]:
             f"their numbers) — {counts}."
         )
     return notes
+def excluded_section(inputs: SummaryInputs) -> list[ReportSection]:
+    """The input partitions left out of every table and test because they are not current."""
+    if not inputs.excluded:
+        return []
+    return [ReportSection(
+        title="Excluded partitions",
+        intro=("These results on disk were not computed from the current inputs (stale), were never computed, or "
+               "their last run failed: no table, test or verdict of this report uses them. `embedpyramid run` "
+               "brings them up to date."),
+        tables=(("Excluded partitions", inputs.frame()),),
+    )]
+
+
 def data_notes_section(store: ArtifactStore, dataset: str) -> list[ReportSection]:
     """A section listing the dataset's empty texts (kept, encoded as the empty string) and what
     ``empty_texts: drop`` removed, when there is any."""
@@ -303,11 +342,12 @@ def data_notes_section(store: ArtifactStore, dataset: str) -> list[ReportSection
 
 
 def cost_quality_section(
-    config: ProjectConfig, store: ArtifactStore, dataset: str, leaderboard: pl.DataFrame
+    config: ProjectConfig, store: ArtifactStore, dataset: str, leaderboard: pl.DataFrame, inputs: SummaryInputs,
 ) -> list[ReportSection]:
-    """Quality and cost side by side for the evaluated models of one dataset, with the
-    cost/quality Pareto plot (models no other model beats on both)."""
-    paths = [efficiency_path(store, dataset, m.key) for m in config.models.values()]
+    """Quality and cost side by side for the evaluated models of one dataset (those whose
+    efficiency is current), with the cost/quality Pareto plot (models no other model beats on both)."""
+    paths = [efficiency_path(store, dataset, m.key) for m in config.models.values()
+             if inputs.admits(EFFICIENCY, dataset, m.key)]
     frames = [read_frame(path) for path in paths if path.is_file()]
     if not frames:
         return []

@@ -13,6 +13,7 @@ import polars as pl
 from embedpyramid.config import ProjectConfig
 from embedpyramid.config.systems import MODEL_INDEPENDENT
 from embedpyramid.data import open_frozen
+from embedpyramid.inputs import SummaryInputs, system_asset_name
 from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.results import EvaluatedPartition
 from embedpyramid.reports.tables import format_interval, format_pvalue
@@ -32,10 +33,12 @@ LATENCY_SCHEMA = SUMMARY_SCHEMA
 """One row per evaluated (dataset, model, system): the stored summary of each system."""
 
 
-def system_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[list[EvaluatedPartition], list[str]]:
+def system_partitions(config: ProjectConfig, store: ArtifactStore,
+                      inputs: SummaryInputs) -> tuple[list[EvaluatedPartition], list[str]]:
     """The stored, current (dataset, model, system) evaluations of ``systems.yaml``, as
     partitions of the results database (``model`` is ``none`` for a model-independent system),
-    and the missing or outdated ones ("rrf: minilm-l6@… × chatterbot")."""
+    and the missing or outdated ones ("rrf: minilm-l6@… × chatterbot"); those ``inputs`` names
+    as not current are left out."""
     systems = config.systems
     if systems is None:
         return [], []
@@ -46,6 +49,8 @@ def system_partitions(config: ProjectConfig, store: ArtifactStore) -> tuple[list
                 model for model in config.models.values() if systems.applies_to(name, model.name)]
             for model in models:
                 key = MODEL_INDEPENDENT if model is None else model.key
+                if not inputs.admits(system_asset_name(name), dataset, None if model is None else model.key):
+                    continue
                 directory = systems_dir(store, dataset, key, name)
                 metrics_path = store.metrics_path(dataset, key, name)
                 current = ((directory / "summary.parquet").is_file() and metrics_path.is_file()

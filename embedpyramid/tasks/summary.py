@@ -23,6 +23,7 @@ import polars as pl
 from embedpyramid.config import ProjectConfig
 from embedpyramid.data import open_frozen
 from embedpyramid.geometry.level import l1_dir
+from embedpyramid.inputs import SummaryInputs, pair_sanity_asset_name, task_asset_name
 from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.tables import comparison_summary
 from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
@@ -86,8 +87,9 @@ def tasks_summary_dir(store: ArtifactStore) -> Path:
     return store.comparisons_dir / TASK_SUMMARY_FOLDER
 
 
-def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
-    """Gather every evaluated (card, task dataset) and L1 pair sanity result of the current cards,
+def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: SummaryInputs) -> TaskSummary:
+    """Gather every evaluated (card, task dataset) and L1 pair sanity result of the current cards
+    that is current (``inputs`` lists those that are not: left out, and named in the verdicts),
     and compare each model with the baseline on every task dataset where both are evaluated."""
     comparison = config.protocol.comparison
     baseline = config.baseline.key
@@ -96,7 +98,8 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
     skipped = []
     for dataset, spec in config.task_datasets.items():
         results = {model.key: read_task_result(directory) for model in config.models.values()
-                   if ((directory := tasks_dir(store, dataset, model.key)) / "summary.parquet").is_file()}
+                   if ((directory := tasks_dir(store, dataset, model.key)) / "summary.parquet").is_file()
+                   and inputs.admits(task_asset_name(spec.task), dataset, model.key)}
         if not results:
             continue
         parts["task_per_item"] += [result.per_item for result in results.values()]
@@ -120,9 +123,10 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
                     verdicts += statistic_verdicts(statistics, PRIMARY_STATISTIC[spec.task], spec.task)
     for dataset in [*config.datasets, *config.task_datasets]:
         task = config.task_datasets[dataset].task if dataset in config.task_datasets else "retrieval"
+        asset = pair_sanity_asset_name(None if task == "retrieval" else task)
         for model in config.models.values():
             path = l1_dir(store, dataset, model.key) / PAIR_SANITY_FILE
-            if path.is_file():
+            if path.is_file() and inputs.admits(asset, dataset, model.key):
                 row = read_json(path)
                 parts["pair_sanity"].append(pl.DataFrame(
                     [{**{column: row.get(column) for column in PAIR_SANITY_SCHEMA}, "dataset": dataset,
@@ -137,7 +141,8 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
     for verdict in paired:
         row = verdict.as_dict()
         paired_verdicts.append({**row, "text": f"[{tasks[verdict.dataset]}, {verdict.system}] {row['text']}"})
-    return TaskSummary(tables, paired_verdicts + verdicts, skipped)
+    return TaskSummary(tables, inputs.annotate(paired_verdicts + verdicts, config.task_datasets,
+                                                      tuple(sorted(task_asset_name(task) for task in set(tasks.values())))), skipped)
 
 
 def statistic_verdicts(statistics: pl.DataFrame, metric: str, task: str) -> list[dict[str, Any]]:

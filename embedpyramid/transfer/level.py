@@ -27,6 +27,7 @@ from embedpyramid.config import (
     ResolvedModel,
 )
 from embedpyramid.data import FrozenDataset, open_frozen
+from embedpyramid.inputs import SummaryInputs, task_asset_name
 from embedpyramid.reports import ReportSection
 from embedpyramid.retrieval.level import PER_QUERY_SCHEMA, read_metrics_manifest
 from embedpyramid.store import ArtifactStore, read_frame, read_table, read_table_metadata, write_parquet
@@ -168,9 +169,11 @@ STS_SPLIT = "test"
 """The split an STS dataset is ranked on when it has several (the only one otherwise)."""
 
 
-def sts_scores(config: ProjectConfig, store: ArtifactStore, *, system: str = "exact") -> tuple[dict[str, CorrelationScores], dict[str, str]]:
+def sts_scores(config: ProjectConfig, store: ArtifactStore, inputs: SummaryInputs, *,
+               system: str = "exact") -> tuple[dict[str, CorrelationScores], dict[str, str]]:
     """Each STS task dataset's correlation scores over the cards whose L2 STS result is on disk
-    (``<data>/tasks/<dataset>/<card key>/``), and the STS datasets left out with the reason.
+    (``<data>/tasks/<dataset>/<card key>/``) and current (``inputs``), and the STS datasets left
+    out with the reason.
 
     A dataset ranks models by its ``confirmatory_metric`` (Spearman by default, or Pearson),
     computed over its test split (its only split when it has one)."""
@@ -185,7 +188,8 @@ def sts_scores(config: ProjectConfig, store: ArtifactStore, *, system: str = "ex
             continue
         frames = [read_task_result(directory).predictions.with_columns(pl.lit(model.key).alias("model"))
                   for model in config.models.values()
-                  if ((directory := tasks_dir(store, name, model.key)) / "predictions.parquet").is_file()]
+                  if ((directory := tasks_dir(store, name, model.key)) / "predictions.parquet").is_file()
+                  and inputs.admits(task_asset_name("sts"), name, model.key)]
         if not frames:
             skipped[name] = "no STS results yet (the task_sts asset has not evaluated it)"
             continue
@@ -236,9 +240,10 @@ class TransferLevel:
 
 
 def evaluate_transfer(config: ProjectConfig, store: ArtifactStore, metrics_paths: Mapping[tuple[str, str], Path], *,
-                      system: str = "exact") -> TransferLevel:
+                      inputs: SummaryInputs, system: str = "exact") -> TransferLevel:
     """L3 over every evaluated partition: ``metrics_paths`` maps (dataset, card key) to the stored
-    per-query metric table of each evaluated (model, dataset) of the current cards.
+    per-query metric table of each evaluated, current (model, dataset) of the current cards;
+    ``inputs`` names the STS task results that are not current (left out).
 
     Every published score of a dataset on disk is checked (``not measured`` where its card is not
     evaluated there yet); published-only datasets stand in for their benchmark in the transfer
@@ -252,7 +257,7 @@ def evaluate_transfer(config: ProjectConfig, store: ArtifactStore, metrics_paths
     checks = [check for name in config.datasets_with_data() for model in config.models.values()
               for check in partition_reproduction(config, name, model, per_query, frozen=frozen.get(name), system=system,
                                                   conventions=conventions.get((name, model.key), {}))]
-    prepared, skipped = sts_scores(config, store, system=system)
+    prepared, skipped = sts_scores(config, store, inputs, system=system)
     result = analyse_transfer(config, per_query, groups=groups, prepared=prepared, system=system)
     settings = {**result.settings, "skipped_datasets": {**result.settings["skipped_datasets"], **skipped}}
     references = pl.concat([dataset_references(config, name).frame() for name in config.datasets]

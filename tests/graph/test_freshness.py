@@ -88,8 +88,11 @@ def test_an_edited_card_is_stale_with_its_cause_and_a_removed_card_leaves_its_fo
     new_key = load_config(edited).models["ngrams-24"].key
     assert rows[(new_key, "embeddings")].state == "stale"
     assert rows[(new_key, "embeddings")].why == (
-        "document_embeddings: config/model_card [ngrams-24] has a new data version; "
-        "query_embeddings: config/model_card [ngrams-24] has a new data version")
+        "config/model_card [ngrams-24] has a new data version (document_embeddings, query_embeddings)")
+    # Followed upstream: what reads the embeddings is stale too, with the same root cause.
+    assert rows[(new_key, "l2_retrieval")].state == "stale"
+    assert rows[(new_key, "l2_retrieval")].why == (
+        "config/model_card [ngrams-24] has a new data version (exact_topk, retrieval_metrics)")
     assert {row.state for (model, _), row in rows.items() if model == load_config(folder).models["ngrams"].key} == {"fresh"}
     assert old_key != new_key and sorted(instance.get_dynamic_partitions(MODELS)) == ["ngrams", "ngrams-24"]
 
