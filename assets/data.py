@@ -5,7 +5,7 @@ import dagster as dg
 
 from assets.metadata import partition_check
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
-from embedpyramid.reports import markdown_table
+from embedpyramid.reports.tables import markdown_table
 from embedpyramid.store import read_frame
 from pipelines.freshness import DATASET_SOURCE, EVALUATE_WHEN_STALE, facet_deps
 from pipelines.partitions import dataset_partitions

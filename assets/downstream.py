@@ -5,7 +5,8 @@ import dagster as dg
 
 from assets.embeddings import progress_logger
 from assets.metadata import table_metadata
-from embedpyramid.reports import markdown_table, svg_markdown
+from embedpyramid.reports.svg import svg_markdown
+from embedpyramid.reports.tables import markdown_table
 from pipelines.automation import STAGE_TAG, SUMMARY_STAGE
 from pipelines.freshness import COMPARISON, CONVENTIONS, EVALUATE_WHEN_STALE, JUDGE, SUMMARIZE_WHEN_STALE, facet_deps
 from pipelines.partitions import model_dataset_partitions

@@ -4,7 +4,7 @@ bytes, peak RSS and cost — beside the quality numbers, in results.duckdb and t
 import dagster as dg
 import polars as pl
 
-from embedpyramid.reports import markdown_table
+from embedpyramid.reports.tables import markdown_table
 from pipelines.freshness import EVALUATE_WHEN_STALE, RESAMPLING, RUN_SETTINGS, facet_deps
 from pipelines.instance import ENCODER_POOL
 from pipelines.partitions import model_dataset_partitions

@@ -3,7 +3,8 @@
 import dagster as dg
 
 from assets.metadata import partition_check
-from embedpyramid.reports import markdown_table, svg_markdown
+from embedpyramid.reports.svg import svg_markdown
+from embedpyramid.reports.tables import markdown_table
 from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
 from pipelines.partitions import model_dataset_partitions
 from resources import ProjectResource

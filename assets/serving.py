@@ -4,7 +4,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from embedpyramid.reports import markdown_table, svg_markdown
+from embedpyramid.reports.svg import svg_markdown
+from embedpyramid.reports.tables import markdown_table
 from pipelines.freshness import (
     ANN_SETTINGS,
     CONVENTIONS,
@@ -17,7 +18,7 @@ from pipelines.partitions import ann_asset_name, model_dataset_partitions
 from resources import ProjectResource
 
 if TYPE_CHECKING:
-    from embedpyramid.serving import IndexSpec
+    from embedpyramid.serving.specs import IndexSpec
 
 L4_DEPS = ["query_embeddings", "document_embeddings", "exact_topk", "frozen_dataset"]
 

@@ -4,8 +4,9 @@ import dagster as dg
 import polars as pl
 
 from assets.metadata import table_metadata
-from embedpyramid.reports import forest_plot_svg, hsd_summary, key_table_markdown, markdown_table, svg_markdown
 from embedpyramid.reports.results import build_results_db, read_leaderboard
+from embedpyramid.reports.svg import forest_plot_svg, svg_markdown
+from embedpyramid.reports.tables import hsd_summary, key_table_markdown, markdown_table
 from pipelines.freshness import COMPARISON, SUMMARIZE_WHEN_STALE, facet_deps
 from resources import ProjectResource
 

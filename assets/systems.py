@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.metadata import headline_metrics, table_metadata
-from embedpyramid.reports import markdown_table
+from embedpyramid.reports.tables import markdown_table
 from pipelines.automation import DATASET_LEVEL_TAG
 from pipelines.freshness import (
     CONVENTIONS,

@@ -14,7 +14,7 @@ import polars as pl
 from assets.embeddings import progress_logger
 from assets.metadata import partition_check, table_metadata
 from embedpyramid.hashing import sha256_table
-from embedpyramid.reports import markdown_table
+from embedpyramid.reports.tables import markdown_table
 from embedpyramid.store import write_json
 from pipelines.freshness import (
     CONVENTIONS,
@@ -92,8 +92,7 @@ def _task_asset(family: str) -> dg.AssetsDefinition:
     )
     def task(context: dg.AssetExecutionContext, project: ProjectResource,
              encoders: EncoderRegistry) -> dg.MaterializeResult:
-        from embedpyramid.tasks import evaluate_task, tasks_dir, write_task_result
-        from embedpyramid.tasks.level import task_vectors
+        from embedpyramid.tasks.level import evaluate_task, task_vectors, tasks_dir, write_task_result
 
         part = project.partition(context)
         spec, model = part.config.task_dataset(part.dataset), part.model
@@ -146,10 +145,9 @@ def pair_sanity(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     """AUC of each query and its relevant documents against as many seeded random (query,
     document) pairs; a warning when it is near 0.5."""
     from embedpyramid.encode import cached_embedding_path, read_embeddings
-    from embedpyramid.geometry.level import l1_dir
+    from embedpyramid.geometry.level import PAIR_SANITY_FILE, l1_dir
     from embedpyramid.geometry.pair_sanity import PairSanitySettings, retrieval_pair_sanity
     from embedpyramid.store import read_frame
-    from embedpyramid.tasks.summary import PAIR_SANITY_FILE
 
     part = project.partition(context)
     config, store, model, frozen = part.config, part.store, part.model, part.frozen
@@ -179,11 +177,10 @@ def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
     )
     def sanity_asset(context: dg.AssetExecutionContext, project: ProjectResource,
                      encoders: EncoderRegistry) -> dg.MaterializeResult:
-        from embedpyramid.geometry.level import l1_dir
+        from embedpyramid.geometry.level import PAIR_SANITY_FILE, l1_dir
         from embedpyramid.geometry.pair_sanity import PairSanitySettings, task_pair_sanity
         from embedpyramid.store import read_frame
         from embedpyramid.tasks.level import task_vectors
-        from embedpyramid.tasks.summary import PAIR_SANITY_FILE
 
         part = project.partition(context)
         spec, model = part.config.task_dataset(part.dataset), part.model

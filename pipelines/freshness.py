@@ -121,6 +121,13 @@ L3_FIELDS = ("role", "confirmatory_metric", "reference", "mteb_results")
 """A dataset entry's transfer settings: the references and transfer facets, not its source."""
 
 
+def _comparison_settings(config: ProjectConfig, dataset: str) -> dict[str, Any]:
+    # Imported here: the statistics stack is not needed to build the definitions.
+    from embedpyramid.stats.compare import comparison_settings
+
+    return asdict(comparison_settings(config, dataset))
+
+
 def _dataset_source(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:
     """A dataset's entry as the loader reads it, and the size and mtime of its source files.
 
@@ -175,7 +182,7 @@ COMPARISON = Facet(
     "protocol.yaml comparison (baseline, pairs, resampling, tests, slices, report metric) with each dataset's "
     "slices and group column, and the cards in models.yaml.",
     lambda config, _: {
-        "datasets": {name: asdict(config.comparison_settings(name)) for name in config.datasets},
+        "datasets": {name: _comparison_settings(config, name) for name in config.datasets},
         "report_metric": config.protocol.comparison.report_metric,
         "cards": sorted(model.key for model in config.models.values()),
     },
@@ -259,7 +266,7 @@ TASK_COMPARISON = Facet(
     "group column), the datasets whose pair sanity it gathers and the cards in models.yaml. A new task dataset or "
     "card makes the summary stale; it waits until their partitions are evaluated.",
     lambda config, _: {
-        "task_datasets": {name: asdict(config.comparison_settings(name)) for name in config.task_datasets},
+        "task_datasets": {name: _comparison_settings(config, name) for name in config.task_datasets},
         "datasets": list(config.datasets),
         "cards": sorted(model.key for model in config.models.values()),
     },

@@ -35,7 +35,7 @@ from embedpyramid.encode import postprocess
 from embedpyramid.geometry.norms import N_QUINTILES, length_quintiles, vector_norms
 from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
 from embedpyramid.retrieval.search import exact_topk, run_table
-from embedpyramid.stats import paired_bootstrap
+from embedpyramid.stats.bootstrap import paired_bootstrap
 
 Similarity = Literal["dot", "cosine", "euclidean"]
 SIMILARITIES: tuple[Similarity, ...] = get_args(Similarity)

@@ -40,6 +40,7 @@ from embedpyramid.stats.compare import (
     HSD_SCHEMA,
     REGRESSION_SCHEMA,
     compare_models,
+    comparison_settings,
     query_deltas,
     regressions,
     tukey_hsd_tables,
@@ -151,7 +152,7 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
             skipped.append(f"{dataset}: needs the baseline {baseline} and another evaluated model "
                            f"(evaluated: {', '.join(sorted(models)) or 'none'})")
             continue
-        settings = config.comparison_settings(dataset)
+        settings = comparison_settings(config, dataset)
         per_query = sort_metrics(pl.concat([read_frame(p.metrics_path) for p in evaluated]))
         queries = read_frame(frozen.path("queries"))
         truncated = {p.model_key: truncated_queries(store, config.model_by_key(p.model_key), frozen, qrels,

@@ -22,7 +22,7 @@ from embedpyramid.retrieval.search import Metric, run_table
 from embedpyramid.serving.index import BuiltIndex
 from embedpyramid.serving.recall import ann_recall_at_k
 from embedpyramid.serving.sweep import SweepPoint
-from embedpyramid.stats import paired_bootstrap
+from embedpyramid.stats.bootstrap import paired_bootstrap
 
 PER_QUERY_SCHEMA: dict[str, pl.DataType] = {
     "spec": pl.String(), "seed": pl.Int64(), "sweep_param": pl.String(), "sweep_value": pl.Int64(),
