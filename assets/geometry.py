@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.metadata import partition_check
+from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
 from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
@@ -17,7 +18,7 @@ EUCLIDEAN_TOLERANCE = 1e-4
     partitions_def=model_dataset_partitions,
     deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset", *facet_deps(RESAMPLING)],
     group_name="l1_geometry",
-    code_version="1",
+    code_version=function_version(__file__, "norm_geometry"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
 )
@@ -52,7 +53,7 @@ def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -
     deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset",
           *facet_deps(SEARCH, MEASURES, CONVENTIONS, RESAMPLING)],
     group_name="l1_geometry",
-    code_version="1",
+    code_version=function_version(__file__, "normalization_price"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
     check_specs=[partition_check("euclidean_expansion_exact", "normalization_price", model_dataset_partitions,

@@ -4,6 +4,7 @@ import dagster as dg
 import polars as pl
 
 from assets.metadata import table_metadata
+from embedpyramid.code_version import function_version
 from embedpyramid.reports.results import build_results_db, read_leaderboard
 from embedpyramid.reports.svg import forest_plot_svg, svg_markdown
 from embedpyramid.reports.tables import hsd_summary, key_table_markdown, markdown_table
@@ -14,7 +15,7 @@ from resources import ProjectResource
 @dg.asset(
     deps=["retrieval_metrics", *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="3",
+    code_version=function_version(__file__, "comparisons"),
     kinds={"parquet"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
@@ -57,7 +58,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     deps=["retrieval_metrics", "comparisons", "efficiency", "benchmark_transfer", "task_comparisons",
           *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="4",
+    code_version=function_version(__file__, "results_db"),
     kinds={"duckdb"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
@@ -105,7 +106,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
               *(["serving_frontier"] if with_serving else []), "benchmark_transfer", "task_comparisons",
               *facet_deps(COMPARISON)],
         group_name="summary",
-        code_version="5",
+        code_version=function_version(__file__, "comparison_report"),
         kinds={"html"},
         automation_condition=SUMMARIZE_WHEN_STALE,
     )
