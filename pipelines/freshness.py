@@ -2,7 +2,9 @@
 
 Everything a number depends on reaches Dagster as a version:
 
-- **code**: every asset has a ``code_version``; bump it when its computation changes.
+- **code**: every asset's ``code_version`` is derived from the source it runs
+  (:func:`embedpyramid.code_version.function_version`: its module and the ``embedpyramid`` modules
+  its function imports, transitively), so editing core code stales exactly the assets that run it.
 - **data**: every asset returns a content hash as its data version (or Dagster derives one from
   its inputs), so re-freezing identical data moves nothing downstream.
 - **config**: every fragment of the config folder that changes a number is a *facet*, an
@@ -18,7 +20,8 @@ Everything a number depends on reaches Dagster as a version:
 
 An asset declares what its numbers depend on by listing facets among its deps::
 
-    @dg.asset(deps=["exact_topk", *facet_deps(MEASURES, CONVENTIONS)], code_version="1", ...)
+    @dg.asset(deps=["exact_topk", *facet_deps(MEASURES, CONVENTIONS)],
+              code_version=function_version(__file__, "retrieval_metrics"), ...)
 
 and a new pyramid level with a new kind of setting adds one :class:`Facet` (a name, what it
 means, how to cut it from a :class:`~embedpyramid.config.ProjectConfig`, how it is partitioned)
