@@ -24,8 +24,9 @@ EUCLIDEAN_TOLERANCE = 1e-4
 )
 def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Raw norm statistics, norm vs length correlations, length quintiles, anisotropy, spread vs margin."""
-    from embedpyramid.geometry.level import analyse_geometry, l1_dir, norm_histogram, read_raw_vectors, write_geometry
+    from embedpyramid.geometry.level import analyse_geometry, norm_histogram, read_raw_vectors, write_geometry
     from embedpyramid.geometry.norms import vector_norms
+    from embedpyramid.geometry.paths import l1_dir
 
     part = project.partition(context)
     raw = read_raw_vectors(part.store, part.model, part.frozen)
@@ -63,7 +64,8 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
     """normalize at encode × {dot, cosine, euclidean} and raw × the same, deduplicated to five:
     retrieval metrics, delta vs normalized + dot with a paired bootstrap CI, top-10 overlap, top-1
     changes, retrieved length and norm, pick ratio per length quintile."""
-    from embedpyramid.geometry.level import l1_dir, price_normalization, price_table, read_raw_vectors, write_price
+    from embedpyramid.geometry.level import price_normalization, price_table, read_raw_vectors, write_price
+    from embedpyramid.geometry.paths import l1_dir
 
     part = project.partition(context)
     config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen

@@ -147,8 +147,8 @@ def pair_sanity(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     """AUC of each query and its relevant documents against as many seeded random (query,
     document) pairs; a warning when it is near 0.5."""
     from embedpyramid.encode import cached_embedding_path, read_embeddings
-    from embedpyramid.geometry.level import PAIR_SANITY_FILE, l1_dir
     from embedpyramid.geometry.pair_sanity import PairSanitySettings, retrieval_pair_sanity
+    from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
     from embedpyramid.store import read_frame
 
     part = project.partition(context)
@@ -179,8 +179,8 @@ def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
     )
     def sanity_asset(context: dg.AssetExecutionContext, project: ProjectResource,
                      encoders: EncoderRegistry) -> dg.MaterializeResult:
-        from embedpyramid.geometry.level import PAIR_SANITY_FILE, l1_dir
         from embedpyramid.geometry.pair_sanity import PairSanitySettings, task_pair_sanity
+        from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
         from embedpyramid.store import read_frame
         from embedpyramid.tasks.level import task_vectors
 

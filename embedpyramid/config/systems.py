@@ -47,7 +47,7 @@ from embedpyramid.config.base import (
 )
 from embedpyramid.config.models import HubSource, PackageSource, PathSource, ResolvedModel
 from embedpyramid.hashing import sha256_json
-from embedpyramid.retrieval.metrics import parse_measure
+from embedpyramid.retrieval.metrics.measures import parse_measure
 
 if TYPE_CHECKING:
     from embedpyramid.serving.specs import AnnConfig

@@ -68,14 +68,6 @@ def price_normalization(config: ProjectConfig, dataset: str, raw: RawVectors, fr
     )
 
 
-PAIR_SANITY_FILE = "pair_sanity.json"
-"""The pair-sanity result (:mod:`embedpyramid.geometry.pair_sanity`) in a partition's L1 folder."""
-
-
-def l1_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
-    return store.root / "geometry" / dataset / model_key
-
-
 def write_geometry(report: GeometryReport, raw: RawVectors, directory: Path) -> Path:
     summary = {**report.as_dict(), "backend": raw.backend,
                "token_counts": "per document, capped at the model's max length" if raw.doc_tokens is not None

@@ -23,14 +23,14 @@ from embedpyramid.downstream.summary import collect_downstream, compare_downstre
 from embedpyramid.downstream.summary import report_sections as l6_sections
 from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path, pareto_front
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
-from embedpyramid.geometry.level import l1_dir
 from embedpyramid.geometry.level import report_section as l1_section
+from embedpyramid.geometry.paths import l1_dir
 from embedpyramid.reports.environment import environment_section
 from embedpyramid.reports.report import ComparisonReport, Figure, ReportFiles, ReportSection, write_report
 from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
 from embedpyramid.reports.verdict import VERDICT_FILE, dataset_verdicts
 from embedpyramid.retrieval.level import read_metrics_manifest
-from embedpyramid.retrieval.metrics import random_ranking_floor
+from embedpyramid.retrieval.metrics.floor import random_ranking_floor
 from embedpyramid.serving.level import report_section as l4_section
 from embedpyramid.serving.level import serving_dir
 from embedpyramid.stats.compare import (

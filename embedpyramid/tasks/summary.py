@@ -22,13 +22,12 @@ import polars as pl
 
 from embedpyramid.config import ProjectConfig
 from embedpyramid.data import open_frozen
-from embedpyramid.geometry.level import PAIR_SANITY_FILE, l1_dir
+from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
 from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.tables import comparison_summary
 from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
-from embedpyramid.retrieval.level import PER_QUERY_SCHEMA
 from embedpyramid.stats.compare import COMPARISON_SCHEMA, HSD_SCHEMA, compare_models, comparison_settings
-from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.store import PER_QUERY_SCHEMA, ArtifactStore, read_frame, read_json, write_json, write_parquet
 from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA
 from embedpyramid.tasks.level import compare_task, read_task_result, task_groups, task_items, tasks_dir
 

@@ -71,23 +71,34 @@ def downstream(graph, key: str) -> set[str]:
 TASK_STS_CALLERS = {"task_sts", "task_comparisons"}
 """task_sts evaluates with tasks/sts.py; task_comparisons compares the STS models with its
 compare_sts (the paired bootstrap of Spearman's rho). Nothing else runs that file."""
+ANN = {"ann_binary", "ann_flat", "ann_flat_d64", "ann_flat_d128", "ann_flat_d256", "ann_hnsw32", "ann_int8",
+       "ann_ivf_flat", "ann_ivf_pq", "ann_sq8", "serving_frontier"}
+SYSTEMS = {"system_bm25", "system_hnsw_rerank_by_use_m3", "system_rerank_by_minilm_l6", "system_rerank_by_use_m3",
+           "system_rrf", "system_weighted_minmax", "system_weighted_zscore"}
+SUMMARIES = {"comparisons", "results_db", "comparison_report", "benchmark_transfer", "downstream_answers",
+             "grade_analysis"}
 BOOTSTRAP_IMPORTERS = {
-    # L1: the normalization price's delta CI (geometry.normalization); norm_geometry and pair
-    # sanity write into the L1 folder through geometry.level, which imports it.
-    "norm_geometry", "normalization_price", "pair_sanity", "pair_sanity_sts", "pair_sanity_pair_classification",
-    "pair_sanity_bitext",
-    # L2 retrieval metrics check the published scores (transfer.level's bootstrap intervals).
-    "retrieval_metrics",
-    # L2 tasks: the families' statistic bootstrap (stats.statistic) in tasks.common.
-    "task_sts", "task_pair_classification", "task_classification", "task_clustering", "task_bitext",
-    # L4: the paired delta vs exact (serving.evaluate), for every spec and the frontier's module.
-    "ann_binary", "ann_flat", "ann_flat_d64", "ann_flat_d128", "ann_flat_d256", "ann_hnsw32", "ann_int8",
-    "ann_ivf_flat", "ann_ivf_pq", "ann_sq8", "serving_frontier",
-    # L5 systems evaluate ANN first stages (serving.evaluate); L6 and the summaries compare models.
-    "system_bm25", "system_hnsw_rerank_by_use_m3", "system_rerank_by_minilm_l6", "system_rerank_by_use_m3",
-    "system_rrf", "system_weighted_minmax", "system_weighted_zscore",
-    "downstream_answers", "grade_analysis", "comparisons", "results_db", "comparison_report", "benchmark_transfer",
-    "task_comparisons",
+    # L1: the normalization price's delta CI (geometry.normalization, through geometry.level).
+    "norm_geometry", "normalization_price",
+    # L2: retrieval metrics check the published scores (transfer.level's bootstrap intervals); each
+    # task family compares models with the statistic bootstrap (stats.statistic).
+    "retrieval_metrics", "task_sts", "task_pair_classification", "task_classification", "task_clustering",
+    "task_bitext",
+    # L4: the paired delta vs exact (serving.evaluate); L5 evaluates ANN first stages through it;
+    # L6 and the summaries compare models (stats.compare).
+    *ANN, *SYSTEMS, *SUMMARIES, "task_comparisons",
+}
+NDCG_IMPORTERS = {
+    # retrieval.level scores runs (and also holds the exact search); geometry.level prices the
+    # normalization with the metrics; L4, L5 and L6 (the qrels judge) score their runs.
+    "exact_topk", "retrieval_metrics", "norm_geometry", "normalization_price", *ANN, *SYSTEMS, *SUMMARIES,
+}
+UNTOUCHED_BY_BOOTSTRAP = {
+    # The data, the encodes, the exact search, efficiency and pair sanity never reach it.
+    "frozen_dataset", "frozen_sts_dataset", "frozen_pair_classification_dataset", "frozen_classification_dataset",
+    "frozen_clustering_dataset", "frozen_bitext_dataset", "query_embeddings", "document_embeddings",
+    "raw_query_embeddings", "raw_document_embeddings", "exact_topk", "efficiency", "pair_sanity", "pair_sanity_sts",
+    "pair_sanity_pair_classification", "pair_sanity_bitext",
 }
 
 
@@ -104,15 +115,15 @@ def test_a_core_edit_changes_the_code_version_of_exactly_its_importers(project_c
     append_comment(project_copy / "embedpyramid" / "stats" / "bootstrap.py")
     after_bootstrap = code_versions(project_copy)
     assert changed(after_sts, after_bootstrap) == BOOTSTRAP_IMPORTERS
-    # What the bootstrap does not reach keeps its version: the data, the encodes, the exact search.
-    assert set(before) - BOOTSTRAP_IMPORTERS == {
-        "frozen_dataset", "frozen_sts_dataset", "frozen_pair_classification_dataset", "frozen_classification_dataset",
-        "frozen_clustering_dataset", "frozen_bitext_dataset", "query_embeddings", "document_embeddings",
-        "raw_query_embeddings", "raw_document_embeddings", "exact_topk", "efficiency"}
+    assert set(before) - BOOTSTRAP_IMPORTERS == UNTOUCHED_BY_BOOTSTRAP
+
+    append_comment(project_copy / "embedpyramid" / "retrieval" / "metrics" / "ndcg.py")
+    after_ndcg = code_versions(project_copy)
+    assert changed(after_bootstrap, after_ndcg) == NDCG_IMPORTERS
 
     append_comment(project_copy / "assets" / "tasks.py")
     after_assets = code_versions(project_copy)
-    assert changed(after_bootstrap, after_assets) == {key for key in before if key.startswith(
+    assert changed(after_ndcg, after_assets) == {key for key in before if key.startswith(
         ("frozen_sts", "frozen_pair", "frozen_classification", "frozen_clustering", "frozen_bitext", "task_",
          "pair_sanity"))}, "an asset module's own source is part of its assets' versions"
 
