@@ -1,7 +1,8 @@
 """Code versions derived from source: a short sha256 of the files a computation runs, found by
 reading their import statements. Files are read, never imported, and not parsed into a syntax
-tree: a scan of the import lines reads the whole package in about 15 ms, so a warm start that
-builds the definitions barely notices it (a test checks the scan against Python's parser).
+tree: a scan of the import lines reads the whole package in 15-20 ms, and every version of the
+default graph costs some 25 ms, about 1% of building the definitions on a warm start (a test
+checks the scan against Python's parser on every file of the project).
 
 The version of a set of modules hashes their source bytes and those of every module of the same
 package they import, transitively (cycles end): module-level imports and the lazy imports inside
@@ -134,6 +135,7 @@ class SourceTree:
     _paths: dict[str, Path] | None = field(default=None, repr=False)
     _files: dict[Path, _File] = field(default_factory=dict, repr=False)
     _versions: dict[tuple[frozenset[str], tuple[Path, ...]], str] = field(default_factory=dict, repr=False)
+    _functions: dict[tuple[Path, str], frozenset[str]] = field(default_factory=dict, repr=False)
 
     def module_path(self, module: str) -> Path | None:
         """The file of a module of the package (``a/b.py`` or ``a/b/__init__.py``), None if absent."""
@@ -213,10 +215,16 @@ class SourceTree:
             self._files[path] = _File(hashlib.sha256(data).hexdigest(), text, scan_imports(text), defs)
         return self._files[path]
 
-    def function_modules(self, path: Path, function: str) -> set[str]:
+    def function_modules(self, path: Path, function: str) -> frozenset[str]:
         """The package modules that ``function`` of a file outside the package uses (see the
         module docstring); the file holds exactly one function of that name."""
-        source = self._file(Path(path))
+        key = Path(path), function
+        if key not in self._functions:
+            self._functions[key] = self._function_modules(*key)
+        return self._functions[key]
+
+    def _function_modules(self, path: Path, function: str) -> frozenset[str]:
+        source = self._file(path)
         targets = [d for d in source.defs if d.name == function]
         if len(targets) != 1:
             raise SourceError(f"{path}: {len(targets)} functions named {function!r}, expected one: "
@@ -235,7 +243,7 @@ class SourceTree:
                 if innermost is None or (innermost.start < target.start and target.end <= innermost.end):
                     modules |= self.resolve(statement, [n for n in statement.names if n[1] in names])
             pending += [d for d in source.defs if d.indent == 0 and d.name in names and d not in done]
-        return modules
+        return frozenset(modules)
 
 
 @cache
