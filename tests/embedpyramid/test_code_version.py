@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from embedpyramid.code_version import SourceError, SourceTree, scan_imports
+from embedpyramid.code_version import SourceError, SourceTree, scan_imports, source_version
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,3 +132,8 @@ def test_the_import_scan_agrees_with_the_python_parser_on_the_project(folder):
         text = path.read_text()
         scanned = {(s.base, s.level, name, bound) for s in scan_imports(text) for name, bound in s.names}
         assert scanned == _ast_imports(text), path
+
+
+def test_the_project_versions_read_the_installed_package():
+    assert source_version("embedpyramid.tasks.sts") == SourceTree(REPO).version("embedpyramid.tasks.sts")
+    assert "embedpyramid.tasks.classification" not in SourceTree(REPO).closure("embedpyramid.tasks.sts")
