@@ -4,8 +4,9 @@
 import dagster as dg
 
 from assets.metadata import partition_check, with_provenance
+from embedpyramid.code_version import function_version
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
-from embedpyramid.reports import markdown_table
+from embedpyramid.reports.tables import markdown_table
 from embedpyramid.store import read_frame
 from pipelines.freshness import DATASET_SOURCE, EVALUATE_WHEN_STALE, facet_deps
 from pipelines.partitions import dataset_partitions
@@ -16,7 +17,7 @@ from resources import ProjectResource
     partitions_def=dataset_partitions,
     deps=facet_deps(DATASET_SOURCE),
     group_name="data",
-    code_version="1",
+    code_version=function_version(__file__, "frozen_dataset"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
     check_specs=[partition_check("tables_match_manifest", "frozen_dataset", dataset_partitions,

@@ -5,7 +5,9 @@ import dagster as dg
 
 from assets.embeddings import progress_logger
 from assets.metadata import excluded_metadata, summary_inputs, table_metadata, with_provenance
-from embedpyramid.reports import markdown_table, svg_markdown
+from embedpyramid.code_version import function_version
+from embedpyramid.reports.svg import svg_markdown
+from embedpyramid.reports.tables import markdown_table
 from pipelines.automation import STAGE_TAG, SUMMARY_STAGE
 from pipelines.freshness import COMPARISON, CONVENTIONS, EVALUATE_WHEN_STALE, JUDGE, SUMMARIZE_WHEN_STALE, facet_deps
 from pipelines.partitions import model_dataset_partitions
@@ -18,7 +20,7 @@ GROUP = "l6_downstream"
     partitions_def=model_dataset_partitions,
     deps=["exact_topk", "frozen_dataset", *facet_deps(JUDGE, CONVENTIONS)],
     group_name=GROUP,
-    code_version="1",
+    code_version=function_version(__file__, "downstream_answers"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
 )
@@ -60,7 +62,7 @@ def downstream_answers(context: dg.AssetExecutionContext, project: ProjectResour
 @dg.asset(
     deps=["downstream_answers", *facet_deps(JUDGE, COMPARISON)],
     group_name=GROUP,
-    code_version="1",
+    code_version=function_version(__file__, "grade_analysis"),
     kinds={"parquet", "svg"},
     tags={STAGE_TAG: SUMMARY_STAGE},
     automation_condition=SUMMARIZE_WHEN_STALE,

@@ -5,7 +5,8 @@ import dagster as dg
 import polars as pl
 
 from assets.metadata import with_provenance
-from embedpyramid.reports import markdown_table
+from embedpyramid.code_version import function_version
+from embedpyramid.reports.tables import markdown_table
 from pipelines.freshness import EVALUATE_WHEN_STALE, RESAMPLING, RUN_SETTINGS, facet_deps
 from pipelines.instance import ENCODER_POOL
 from pipelines.partitions import model_dataset_partitions
@@ -18,7 +19,7 @@ from resources import EncoderRegistry, ProjectResource
     # comparison seed draws the latency sample.
     deps=["query_embeddings", "document_embeddings", "exact_topk", *facet_deps(RUN_SETTINGS, RESAMPLING)],
     group_name="efficiency",
-    code_version="1",
+    code_version=function_version(__file__, "efficiency"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
     pool=ENCODER_POOL,

@@ -12,6 +12,7 @@ import time
 import dagster as dg
 
 from assets.metadata import partition_check, with_provenance
+from embedpyramid.code_version import function_version
 from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import DIRECTION_SAMPLE, PLURAL, Kind, embed_table, table_problems
 from pipelines.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
@@ -53,7 +54,7 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
         partitions_def=model_dataset_partitions,
         deps=[*(["frozen_dataset", f"{kind}_embeddings"] if raw else ["frozen_dataset"]), *facet_deps(MODEL_CARD)],
         group_name="l1_geometry" if raw else "embeddings",
-        code_version="1",
+        code_version=function_version(__file__, "embeddings"),
         kinds={"parquet", "torch"},
         pool=ENCODER_POOL,
         automation_condition=EVALUATE_WHEN_STALE,

@@ -3,7 +3,9 @@
 import dagster as dg
 
 from assets.metadata import partition_check, with_provenance
-from embedpyramid.reports import markdown_table, svg_markdown
+from embedpyramid.code_version import function_version
+from embedpyramid.reports.svg import svg_markdown
+from embedpyramid.reports.tables import markdown_table
 from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
 from pipelines.partitions import model_dataset_partitions
 from resources import ProjectResource
@@ -16,14 +18,15 @@ EUCLIDEAN_TOLERANCE = 1e-4
     partitions_def=model_dataset_partitions,
     deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset", *facet_deps(RESAMPLING)],
     group_name="l1_geometry",
-    code_version="1",
+    code_version=function_version(__file__, "norm_geometry"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
 )
 def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
     """Raw norm statistics, norm vs length correlations, length quintiles, anisotropy, spread vs margin."""
-    from embedpyramid.geometry.level import analyse_geometry, l1_dir, norm_histogram, read_raw_vectors, write_geometry
+    from embedpyramid.geometry.level import analyse_geometry, norm_histogram, read_raw_vectors, write_geometry
     from embedpyramid.geometry.norms import vector_norms
+    from embedpyramid.geometry.paths import l1_dir
 
     part = project.partition(context)
     raw = read_raw_vectors(part.store, part.model, part.frozen)
@@ -51,7 +54,7 @@ def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -
     deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset",
           *facet_deps(SEARCH, MEASURES, CONVENTIONS, RESAMPLING)],
     group_name="l1_geometry",
-    code_version="1",
+    code_version=function_version(__file__, "normalization_price"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
     check_specs=[partition_check("euclidean_expansion_exact", "normalization_price", model_dataset_partitions,
@@ -61,7 +64,8 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
     """normalize at encode × {dot, cosine, euclidean} and raw × the same, deduplicated to five:
     retrieval metrics, delta vs normalized + dot with a paired bootstrap CI, top-10 overlap, top-1
     changes, retrieved length and norm, pick ratio per length quintile."""
-    from embedpyramid.geometry.level import l1_dir, price_normalization, price_table, read_raw_vectors, write_price
+    from embedpyramid.geometry.level import price_normalization, price_table, read_raw_vectors, write_price
+    from embedpyramid.geometry.paths import l1_dir
 
     part = project.partition(context)
     config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen

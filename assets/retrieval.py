@@ -5,6 +5,7 @@ import dagster as dg
 
 from assets.metadata import headline_metrics, table_metadata, with_provenance
 from assets.transfer import reproduction_check_result, reproduction_check_spec
+from embedpyramid.code_version import function_version
 from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
 from embedpyramid.reports.results import sort_metrics
@@ -20,7 +21,7 @@ EXACT = "exact"
     partitions_def=model_dataset_partitions,
     deps=["query_embeddings", "document_embeddings", *facet_deps(SEARCH)],
     group_name="l2_retrieval",
-    code_version="1",
+    code_version=function_version(__file__, "exact_topk"),
     kinds={"torch", "parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
 )
@@ -61,7 +62,7 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     partitions_def=model_dataset_partitions,
     deps=["exact_topk", "frozen_dataset", *facet_deps(MEASURES, CONVENTIONS, REFERENCES)],
     group_name="l2_retrieval",
-    code_version="3",
+    code_version=function_version(__file__, "retrieval_metrics"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
     check_specs=[reproduction_check_spec],

@@ -5,7 +5,9 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.metadata import with_provenance
-from embedpyramid.reports import markdown_table, svg_markdown
+from embedpyramid.code_version import function_version
+from embedpyramid.reports.svg import svg_markdown
+from embedpyramid.reports.tables import markdown_table
 from pipelines.freshness import (
     ANN_SETTINGS,
     CONVENTIONS,
@@ -18,7 +20,7 @@ from pipelines.partitions import ann_asset_name, model_dataset_partitions
 from resources import ProjectResource
 
 if TYPE_CHECKING:
-    from embedpyramid.serving import IndexSpec
+    from embedpyramid.serving.specs import IndexSpec
 
 L4_DEPS = ["query_embeddings", "document_embeddings", "exact_topk", "frozen_dataset"]
 
@@ -32,7 +34,7 @@ def ann_asset(spec: "IndexSpec") -> dg.AssetsDefinition:
         partitions_def=model_dataset_partitions,
         deps=[*L4_DEPS, *facet_deps(ann_spec_facet(spec.name), ANN_SETTINGS, CONVENTIONS, RESAMPLING)],
         group_name="l4_serving",
-        code_version="1",
+        code_version=function_version(__file__, "ann_spec"),
         kinds={"faiss", "parquet"},
         automation_condition=EVALUATE_WHEN_STALE,
         description=f"{spec.describe()}: ANN recall@k vs exact, relevance under ANN with the paired delta vs "
@@ -72,7 +74,7 @@ def frontier_asset(specs: "tuple[IndexSpec, ...]") -> dg.AssetsDefinition:
         partitions_def=model_dataset_partitions,
         deps=[*(ann_asset_name(spec.name) for spec in specs), *facet_deps(ANN_SETTINGS)],
         group_name="l4_serving",
-        code_version="1",
+        code_version=function_version(__file__, "serving_frontier"),
         kinds={"parquet"},
         automation_condition=EVALUATE_WHEN_STALE,
     )

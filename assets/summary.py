@@ -4,8 +4,10 @@ import dagster as dg
 import polars as pl
 
 from assets.metadata import excluded_metadata, summary_inputs, table_metadata
-from embedpyramid.reports import forest_plot_svg, hsd_summary, key_table_markdown, markdown_table, svg_markdown
+from embedpyramid.code_version import function_version
 from embedpyramid.reports.results import build_results_db, read_leaderboard
+from embedpyramid.reports.svg import forest_plot_svg, svg_markdown
+from embedpyramid.reports.tables import hsd_summary, key_table_markdown, markdown_table
 from embedpyramid.store import write_parquet
 from pipelines.freshness import COMPARISON, SUMMARIZE_WHEN_STALE, facet_deps
 from resources import ProjectResource
@@ -14,7 +16,7 @@ from resources import ProjectResource
 @dg.asset(
     deps=["retrieval_metrics", *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="3",
+    code_version=function_version(__file__, "comparisons"),
     kinds={"parquet"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
@@ -59,7 +61,7 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     deps=["retrieval_metrics", "comparisons", "efficiency", "benchmark_transfer", "task_comparisons",
           *facet_deps(COMPARISON)],
     group_name="summary",
-    code_version="4",
+    code_version=function_version(__file__, "results_db"),
     kinds={"duckdb"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
@@ -115,7 +117,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
               *(["serving_frontier"] if with_serving else []), "benchmark_transfer", "task_comparisons",
               *facet_deps(COMPARISON)],
         group_name="summary",
-        code_version="5",
+        code_version=function_version(__file__, "comparison_report"),
         kinds={"html"},
         automation_condition=SUMMARIZE_WHEN_STALE,
     )

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.metadata import headline_metrics, table_metadata, with_provenance
-from embedpyramid.reports import markdown_table
+from embedpyramid.code_version import function_version
+from embedpyramid.reports.tables import markdown_table
 from pipelines.automation import DATASET_LEVEL_TAG
 from pipelines.freshness import (
     CONVENTIONS,
@@ -62,7 +63,7 @@ def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:
         partitions_def=dataset_partitions if independent else model_dataset_partitions,
         deps=[*_upstream(systems, name), *facet_deps(system_facet(name), SYSTEMS_SETTINGS, MEASURES, CONVENTIONS)],
         group_name="l5_systems",
-        code_version="1",
+        code_version=function_version(__file__, "system"),
         kinds={"parquet"},
         tags=dict([DATASET_LEVEL_TAG]) if independent else None,
         pool=ENCODER_POOL if runs_a_model else None,

@@ -13,8 +13,10 @@ import polars as pl
 
 from assets.embeddings import progress_logger
 from assets.metadata import excluded_metadata, partition_check, summary_inputs, table_metadata, with_provenance
+from embedpyramid.code_version import function_version
+from embedpyramid.config.tasks import task_family_module
 from embedpyramid.hashing import sha256_table
-from embedpyramid.reports import markdown_table
+from embedpyramid.reports.tables import markdown_table
 from embedpyramid.store import write_json
 from pipelines.freshness import (
     CONVENTIONS,
@@ -48,7 +50,7 @@ def _frozen_asset(family: str) -> dg.AssetsDefinition:
         partitions_def=partitions,
         deps=facet_deps(_FACET[family]),
         group_name="data",
-        code_version="1",
+        code_version=function_version(__file__, "frozen"),
         kinds={"parquet"},
         automation_condition=EVALUATE_WHEN_STALE,
         description=f"A {family} task dataset frozen to texts (and pairs) tables plus a manifest; its data version "
@@ -82,7 +84,7 @@ def _task_asset(family: str) -> dg.AssetsDefinition:
         partitions_def=task_partitions[family],
         deps=[f"frozen_{family}_dataset", *facet_deps(MODEL_CARD, _FACET[family])],
         group_name="l2_tasks",
-        code_version="1",
+        code_version=function_version(__file__, "task", task_family_module(family)),
         kinds={"torch", "parquet"},
         pool=ENCODER_POOL,
         automation_condition=EVALUATE_WHEN_STALE,
@@ -92,8 +94,7 @@ def _task_asset(family: str) -> dg.AssetsDefinition:
     )
     def task(context: dg.AssetExecutionContext, project: ProjectResource,
              encoders: EncoderRegistry) -> dg.MaterializeResult:
-        from embedpyramid.tasks import evaluate_task, tasks_dir, write_task_result
-        from embedpyramid.tasks.level import task_vectors
+        from embedpyramid.tasks.level import evaluate_task, task_vectors, tasks_dir, write_task_result
 
         part = project.partition(context)
         spec, model = part.config.task_dataset(part.dataset), part.model
@@ -138,7 +139,7 @@ def _sanity_metadata(context: dg.AssetExecutionContext, sanity, where: str) -> d
     partitions_def=model_dataset_partitions,
     deps=["query_embeddings", "document_embeddings", "frozen_dataset", *facet_deps(CONVENTIONS, RESAMPLING)],
     group_name="l1_geometry",
-    code_version="1",
+    code_version=function_version(__file__, "pair_sanity"),
     kinds={"parquet"},
     automation_condition=EVALUATE_WHEN_STALE,
 )
@@ -146,10 +147,9 @@ def pair_sanity(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     """AUC of each query and its relevant documents against as many seeded random (query,
     document) pairs; a warning when it is near 0.5."""
     from embedpyramid.encode import cached_embedding_path, read_embeddings
-    from embedpyramid.geometry.level import l1_dir
     from embedpyramid.geometry.pair_sanity import PairSanitySettings, retrieval_pair_sanity
+    from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
     from embedpyramid.store import read_frame
-    from embedpyramid.tasks.summary import PAIR_SANITY_FILE
 
     part = project.partition(context)
     config, store, model, frozen = part.config, part.store, part.model, part.frozen
@@ -171,7 +171,7 @@ def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
         partitions_def=task_partitions[family],
         deps=[f"task_{family}", f"frozen_{family}_dataset", *facet_deps(RESAMPLING)],
         group_name="l1_geometry",
-        code_version="1",
+        code_version=function_version(__file__, "sanity_asset"),
         kinds={"parquet"},
         automation_condition=EVALUATE_WHEN_STALE,
         description=f"AUC of the known-similar pairs of a {family} dataset against as many seeded random pairs "
@@ -179,11 +179,10 @@ def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
     )
     def sanity_asset(context: dg.AssetExecutionContext, project: ProjectResource,
                      encoders: EncoderRegistry) -> dg.MaterializeResult:
-        from embedpyramid.geometry.level import l1_dir
         from embedpyramid.geometry.pair_sanity import PairSanitySettings, task_pair_sanity
+        from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
         from embedpyramid.store import read_frame
         from embedpyramid.tasks.level import task_vectors
-        from embedpyramid.tasks.summary import PAIR_SANITY_FILE
 
         part = project.partition(context)
         spec, model = part.config.task_dataset(part.dataset), part.model
@@ -202,7 +201,7 @@ def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
     deps=[*(f"task_{family}" for family in TASK_FAMILIES), *(f"pair_sanity_{family}" for family in PAIR_FAMILIES),
           "pair_sanity", *facet_deps(TASK_COMPARISON)],
     group_name="summary",
-    code_version="1",
+    code_version=function_version(__file__, "task_comparisons", *map(task_family_module, TASK_FAMILIES)),
     kinds={"parquet"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )

@@ -4,6 +4,7 @@ scores (recorded with ``retrieval_metrics``), and the transfer analysis over all
 import dagster as dg
 
 from assets.metadata import excluded_metadata, partition_check, summary_inputs, table_metadata
+from embedpyramid.code_version import function_version
 from pipelines.freshness import COMPARISON, RESAMPLING, SUMMARIZE_WHEN_STALE, TRANSFER, facet_deps
 from pipelines.partitions import model_dataset_partitions
 from resources import ProjectResource
@@ -43,7 +44,7 @@ def reproduction_check_result(checks: list) -> dg.AssetCheckResult:
 @dg.asset(
     deps=["retrieval_metrics", STS_RESULTS, *facet_deps(TRANSFER, RESAMPLING, COMPARISON)],
     group_name="l3_transfer",
-    code_version="1",
+    code_version=function_version(__file__, "benchmark_transfer"),
     kinds={"parquet"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )

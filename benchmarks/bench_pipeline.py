@@ -55,7 +55,7 @@ from embedpyramid.geometry.norms import geometry_report  # noqa: E402
 from embedpyramid.retrieval.metrics import evaluate_run  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk, run_table, search_metric  # noqa: E402
 from embedpyramid.serving import build_index, build_seeds, evaluate_spec, resolve_metric, search_sweep  # noqa: E402
-from embedpyramid.stats.compare import compare_models, query_deltas, regressions  # noqa: E402
+from embedpyramid.stats.compare import compare_models, comparison_settings, query_deltas, regressions  # noqa: E402
 from pipelines.instance import open_instance  # noqa: E402
 from pipelines.runner import run_pipeline  # noqa: E402
 
@@ -139,7 +139,7 @@ def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDatas
     if core:
         metric = protocol.comparison.report_metric
         for name, frames in per_query.items():
-            frozen, settings, table = frozen_by_dataset[name], config.comparison_settings(name), pl.concat(frames)
+            frozen, settings, table = frozen_by_dataset[name], comparison_settings(config, name), pl.concat(frames)
             queries = pl.read_parquet(frozen.path("queries"))
             compare_models(table, queries, settings)
             regressions(table, queries, pl.read_parquet(frozen.path("qrels")), runs[name], settings, metric,

@@ -33,6 +33,12 @@ from upath import UPath
 
 StorePath: TypeAlias = Path | UPath
 """A local path, or a :class:`upath.UPath` on an fsspec filesystem."""
+PER_QUERY_SCHEMA = {
+    "dataset": pl.String, "model": pl.String, "system": pl.String,
+    "query_id": pl.String, "metric": pl.String, "value": pl.Float64,
+}
+"""The long per-query table (``metrics_path``) of every level: one value per query (or task item)
+and metric, which every aggregate, interval and comparison is derived from."""
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _URL_SIGNIFICANT = set("?#%")

@@ -2,7 +2,9 @@
 
 Everything a number depends on reaches Dagster as a version:
 
-- **code**: every asset has a ``code_version``; bump it when its computation changes.
+- **code**: every asset's ``code_version`` is derived from the source it runs
+  (:func:`embedpyramid.code_version.function_version`: its module and the ``embedpyramid`` modules
+  its function imports, transitively), so editing core code stales exactly the assets that run it.
 - **data**: every asset returns a content hash as its data version (or Dagster derives one from
   its inputs), so re-freezing identical data moves nothing downstream.
 - **config**: every fragment of the config folder that changes a number is a *facet*, an
@@ -18,7 +20,8 @@ Everything a number depends on reaches Dagster as a version:
 
 An asset declares what its numbers depend on by listing facets among its deps::
 
-    @dg.asset(deps=["exact_topk", *facet_deps(MEASURES, CONVENTIONS)], code_version="1", ...)
+    @dg.asset(deps=["exact_topk", *facet_deps(MEASURES, CONVENTIONS)],
+              code_version=function_version(__file__, "retrieval_metrics"), ...)
 
 and a new pyramid level with a new kind of setting adds one :class:`Facet` (a name, what it
 means, how to cut it from a :class:`~embedpyramid.config.ProjectConfig`, how it is partitioned)
@@ -134,6 +137,13 @@ L3_FIELDS = ("role", "confirmatory_metric", "reference", "mteb_results")
 """A dataset entry's transfer settings: the references and transfer facets, not its source."""
 
 
+def _comparison_settings(config: ProjectConfig, dataset: str) -> dict[str, Any]:
+    # Imported here: the statistics stack is not needed to build the definitions.
+    from embedpyramid.stats.compare import comparison_settings
+
+    return asdict(comparison_settings(config, dataset))
+
+
 def _dataset_source(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:
     """A dataset's entry as the loader reads it, and the size and mtime of its source files.
 
@@ -188,7 +198,7 @@ COMPARISON = Facet(
     "protocol.yaml comparison (baseline, pairs, resampling, tests, slices, report metric) with each dataset's "
     "slices and group column, and the cards in models.yaml.",
     lambda config, _: {
-        "datasets": {name: asdict(config.comparison_settings(name)) for name in config.datasets},
+        "datasets": {name: _comparison_settings(config, name) for name in config.datasets},
         "report_metric": config.protocol.comparison.report_metric,
         "cards": sorted(model.key for model in config.models.values()),
     },
@@ -272,7 +282,7 @@ TASK_COMPARISON = Facet(
     "group column), the datasets whose pair sanity it gathers and the cards in models.yaml. A new task dataset or "
     "card makes the summary stale; it waits until their partitions are evaluated.",
     lambda config, _: {
-        "task_datasets": {name: asdict(config.comparison_settings(name)) for name in config.task_datasets},
+        "task_datasets": {name: _comparison_settings(config, name) for name in config.task_datasets},
         "datasets": list(config.datasets),
         "cards": sorted(model.key for model in config.models.values()),
     },

@@ -15,8 +15,7 @@ from embedpyramid.config.protocol import Protocol, load_protocol
 from embedpyramid.config.systems import SystemsConfig, load_systems_config
 
 if TYPE_CHECKING:
-    from embedpyramid.serving import AnnConfig
-    from embedpyramid.stats.compare import ComparisonSettings
+    from embedpyramid.serving.specs import AnnConfig
 
 
 @dataclass(frozen=True)
@@ -38,23 +37,6 @@ class ProjectConfig:
     def baseline(self) -> ResolvedModel:
         """The card every other model is compared with: ``comparison.baseline``, else the first card."""
         return self.models[self.protocol.comparison.baseline or next(iter(self.models))]
-
-    def comparison_settings(self, dataset: str) -> ComparisonSettings:
-        """The paired-comparison settings for one dataset, retrieval or task (its slices and
-        resampling groups)."""
-        # Imported here: the statistics stack (scipy) is not needed to read a config.
-        from embedpyramid.stats.compare import ComparisonSettings
-
-        spec = self.task_dataset(dataset) if dataset in self.task_datasets else self.dataset(dataset)
-        comparison = self.protocol.comparison
-        return ComparisonSettings(
-            baseline=self.baseline.key, all_pairs=comparison.all_pairs, n_resamples=comparison.n_resamples,
-            n_permutations=comparison.n_permutations, seed=comparison.seed, confidence=comparison.confidence,
-            interval=comparison.interval, report_metric=comparison.report_metric, power=comparison.power,
-            tie_epsilon=comparison.tie_epsilon, min_slice_n=comparison.min_slice_n, worst_n=comparison.worst_n,
-            group_column=spec.group_column, slice_columns=tuple(spec.slices),
-            length_buckets=tuple(comparison.length_buckets),
-        )
 
     def model_by_key(self, key: str) -> ResolvedModel:
         for model in self.models.values():
@@ -110,7 +92,7 @@ def load_config(directory: str | Path) -> ProjectConfig:
             f"allowed: {', '.join(models)}"
         )
     # embedpyramid.serving builds on the config package's validation helpers, hence the late import.
-    from embedpyramid.serving import load_ann_config
+    from embedpyramid.serving.specs import load_ann_config
 
     ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
     entries = load_datasets(folder)

@@ -10,7 +10,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from embedpyramid.config.base import Strict, format_validation, read_yaml
 from embedpyramid.config.datasets import AnyDataset
-from embedpyramid.retrieval.metrics import Measure, MetricConventions, default_measures
+from embedpyramid.retrieval.metrics.conventions import MetricConventions
+from embedpyramid.retrieval.metrics.measures import Measure, default_measures
 
 
 class SearchSettings(Strict):

@@ -13,7 +13,7 @@ import math
 from pydantic import Field, field_validator
 
 from embedpyramid.config.base import Strict
-from embedpyramid.retrieval.metrics import parse_measure
+from embedpyramid.retrieval.metrics.measures import parse_measure
 
 CORRELATION_METRICS: tuple[str, ...] = ("Spearman", "Pearson")
 """Dataset-level measures that are not retrieval measures: the STS correlations of model

@@ -47,10 +47,10 @@ from embedpyramid.config.base import (
 )
 from embedpyramid.config.models import HubSource, PackageSource, PathSource, ResolvedModel
 from embedpyramid.hashing import sha256_json
-from embedpyramid.retrieval.metrics import parse_measure
+from embedpyramid.retrieval.metrics.measures import parse_measure
 
 if TYPE_CHECKING:
-    from embedpyramid.serving import AnnConfig
+    from embedpyramid.serving.specs import AnnConfig
 
 EXACT = "exact"
 """The reference to the evaluated model's exact run (pyramid L2)."""

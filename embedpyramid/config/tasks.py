@@ -15,6 +15,18 @@ from embedpyramid.config.base import Strict
 
 Task = Literal["retrieval", "sts", "pair_classification", "classification", "clustering", "bitext"]
 TASK_FAMILIES: tuple[str, ...] = ("sts", "pair_classification", "classification", "clustering", "bitext")
+
+
+def task_family_module(task: str) -> str:
+    """The module of an L2 task family, ``embedpyramid.tasks.<task>``, which defines
+    ``evaluate_<task>`` and ``compare_<task>``. :func:`embedpyramid.tasks.level.evaluate_task` and
+    ``compare_task`` import it by this name, so each family's asset runs its own family's source
+    only; the code version of whatever calls them names the families it reaches (the versions
+    read import statements, not names: :mod:`embedpyramid.code_version`)."""
+    if task not in TASK_FAMILIES:
+        raise ValueError(f"task {task!r} is not an L2 task family; allowed: {', '.join(TASK_FAMILIES)}")
+    return f"embedpyramid.tasks.{task}"
+
 BitextScoring = Literal["nearest", "margin", "csls"]
 
 

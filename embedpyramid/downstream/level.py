@@ -36,8 +36,8 @@ from embedpyramid.downstream.http_generator import HttpGenerator
 from embedpyramid.downstream.http_judge import HttpJudge
 from embedpyramid.downstream.judge import Judge, Judgement, judge_metric
 from embedpyramid.downstream.qrels_judge import NO_RELEVANT, QrelsJudge
-from embedpyramid.retrieval.metrics import MetricConventions
-from embedpyramid.store import read_frame, read_table_metadata, write_json, write_parquet
+from embedpyramid.retrieval.metrics.conventions import MetricConventions
+from embedpyramid.store import PER_QUERY_SCHEMA, read_frame, read_table_metadata, write_json, write_parquet
 
 GENERATOR_MALFORMED = "the generator's reply was malformed"
 ANSWERS_SCHEMA = {"query_id": pl.String, "context": pl.List(pl.String), "answer": pl.String,
@@ -99,10 +99,6 @@ def evaluate_downstream(
     ``gold_answers`` (``query_id, answer``) is None when the dataset has none; ``progress`` is
     called with (done, total) after each query.
     """
-    # Imported here: embedpyramid.retrieval.level loads the search kernels (torch), which the
-    # grade analysis and the HTTP clients of this package do not need.
-    from embedpyramid.retrieval.level import PER_QUERY_SCHEMA
-
     contexts = build_contexts(run, queries, corpus, k, drop_self_hits=conventions.drop_self_hits)
     judged = qrels_mapping(qrels)
     gold: dict[str, list[str]] = {}

@@ -20,7 +20,8 @@ from scipy import stats
 
 from embedpyramid.downstream.design import GradeDesign
 from embedpyramid.downstream.glm import CandidateFit
-from embedpyramid.stats import compact_letter_display, holm_adjust
+from embedpyramid.stats.letters import compact_letter_display
+from embedpyramid.stats.multiple import holm_adjust
 
 _TOLERANCE = 1e-9
 LINK_SCALES = {

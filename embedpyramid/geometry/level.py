@@ -19,7 +19,8 @@ from embedpyramid.data import FrozenDataset, document_texts
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry.normalization import BASELINE, NormalizationPrice, normalization_price
 from embedpyramid.geometry.norms import GeometryReport, geometry_report, vector_norms
-from embedpyramid.reports import Figure, ReportSection, histogram_svg
+from embedpyramid.reports.report import Figure, ReportSection
+from embedpyramid.reports.svg import histogram_svg
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
 
 PRICE_METRICS = ("nDCG@10", "Recall@10", "MRR@10")
@@ -65,10 +66,6 @@ def price_normalization(config: ProjectConfig, dataset: str, raw: RawVectors, fr
         confidence=comparison.confidence, doc_block_size=protocol.search.doc_block_size,
         query_block_size=protocol.search.query_block_size,
     )
-
-
-def l1_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
-    return store.root / "geometry" / dataset / model_key
 
 
 def write_geometry(report: GeometryReport, raw: RawVectors, directory: Path) -> Path:

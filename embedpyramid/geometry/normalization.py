@@ -33,9 +33,11 @@ import pyarrow as pa
 
 from embedpyramid.encode import postprocess
 from embedpyramid.geometry.norms import N_QUINTILES, length_quintiles, vector_norms
-from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
+from embedpyramid.retrieval.metrics.conventions import MetricConventions
+from embedpyramid.retrieval.metrics.evaluate import evaluate_run
+from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.search import exact_topk, run_table
-from embedpyramid.stats import paired_bootstrap
+from embedpyramid.stats.bootstrap import paired_bootstrap
 
 Similarity = Literal["dot", "cosine", "euclidean"]
 SIMILARITIES: tuple[Similarity, ...] = get_args(Similarity)

@@ -36,7 +36,7 @@ import polars as pl
 import pyarrow as pa
 
 from embedpyramid.efficiency import efficiency_frame
-from embedpyramid.retrieval.metrics import parse_measure
+from embedpyramid.retrieval.metrics.measures import parse_measure
 from embedpyramid.store import StorePath, local_file, read_table, write_with
 
 

@@ -23,8 +23,8 @@ from embedpyramid.downstream.summary import collect_downstream, compare_downstre
 from embedpyramid.downstream.summary import report_sections as l6_sections
 from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path, pareto_front
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
-from embedpyramid.geometry.level import l1_dir
 from embedpyramid.geometry.level import report_section as l1_section
+from embedpyramid.geometry.paths import l1_dir
 from embedpyramid.inputs import (
     DOWNSTREAM_ANSWERS,
     EFFICIENCY,
@@ -39,7 +39,7 @@ from embedpyramid.reports.report import ComparisonReport, Figure, ReportFiles, R
 from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
 from embedpyramid.reports.verdict import VERDICT_FILE, dataset_verdicts
 from embedpyramid.retrieval.level import read_metrics_manifest
-from embedpyramid.retrieval.metrics import random_ranking_floor
+from embedpyramid.retrieval.metrics.floor import random_ranking_floor
 from embedpyramid.serving.level import report_section as l4_section
 from embedpyramid.serving.level import serving_dir
 from embedpyramid.stats.compare import (
@@ -49,6 +49,7 @@ from embedpyramid.stats.compare import (
     HSD_SCHEMA,
     REGRESSION_SCHEMA,
     compare_models,
+    comparison_settings,
     query_deltas,
     regressions,
     tukey_hsd_tables,
@@ -169,7 +170,7 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
             skipped.append(f"{dataset}: needs the baseline {baseline} and another evaluated model "
                            f"(evaluated and current: {', '.join(sorted(models)) or 'none'})")
             continue
-        settings = config.comparison_settings(dataset)
+        settings = comparison_settings(config, dataset)
         per_query = sort_metrics(pl.concat([read_frame(p.metrics_path) for p in evaluated]))
         queries = read_frame(frozen.path("queries"))
         truncated = {p.model_key: truncated_queries(store, config.model_by_key(p.model_key), frozen, qrels,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from embedpyramid.stats.compare import ALL_QUERIES
+from embedpyramid.stats.slices import ALL_QUERIES
 
 _NUMERIC_TEXT = re.compile(r"^[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*\d[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*$")
 _FAMILY_LABELS = {"holm": "Holm", "bh": "BH"}

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
-from embedpyramid.stats import minimum_detectable_effect, queries_needed
 from embedpyramid.stats.compare import CONFIRMATORY
+from embedpyramid.stats.power import minimum_detectable_effect, queries_needed
 from embedpyramid.store import StorePath, read_json
 
 VERDICT_FILE = "verdict.json"

@@ -22,14 +22,11 @@ import pyarrow as pa
 from embedpyramid.config import SearchSettings
 from embedpyramid.data import FrozenDataset
 from embedpyramid.encode import embedding_rows, iter_embedding_blocks, read_embeddings
-from embedpyramid.retrieval.metrics import Measure, MetricConventions, RetrievalEvaluation, evaluate_run
+from embedpyramid.retrieval.metrics.conventions import MetricConventions
+from embedpyramid.retrieval.metrics.evaluate import RetrievalEvaluation, evaluate_run
+from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.search import Metric, exact_topk, run_table
-from embedpyramid.store import read_frame, read_table_metadata, write_parquet
-
-PER_QUERY_SCHEMA = {
-    "dataset": pl.String, "model": pl.String, "system": pl.String,
-    "query_id": pl.String, "metric": pl.String, "value": pl.Float64,
-}
+from embedpyramid.store import PER_QUERY_SCHEMA, read_frame, read_table_metadata, write_parquet
 
 
 @dataclass(frozen=True)

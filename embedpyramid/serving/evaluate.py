@@ -17,12 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from embedpyramid.retrieval.metrics import Measure, MetricConventions, evaluate_run
+from embedpyramid.retrieval.metrics.conventions import MetricConventions
+from embedpyramid.retrieval.metrics.evaluate import evaluate_run
+from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.search import Metric, run_table
 from embedpyramid.serving.index import BuiltIndex
 from embedpyramid.serving.recall import ann_recall_at_k
 from embedpyramid.serving.sweep import SweepPoint
-from embedpyramid.stats import paired_bootstrap
+from embedpyramid.stats.bootstrap import paired_bootstrap
 
 PER_QUERY_SCHEMA: dict[str, pl.DataType] = {
     "spec": pl.String(), "seed": pl.Int64(), "sweep_param": pl.String(), "sweep_value": pl.Int64(),

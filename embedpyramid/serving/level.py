@@ -21,25 +21,13 @@ import polars as pl
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset
 from embedpyramid.encode import cached_embedding_path, read_embeddings
-from embedpyramid.reports import Figure, ReportSection
+from embedpyramid.reports.report import Figure, ReportSection
 from embedpyramid.retrieval.search import search_metric
-from embedpyramid.serving import (
-    BuiltIndex,
-    IndexSpec,
-    SpecEvaluation,
-    build_index,
-    build_seeds,
-    evaluate_spec,
-    frontier,
-    frontier_svg,
-    index_complete,
-    index_file_name,
-    load_index,
-    qps_at_recall,
-    resolve_metric,
-    save_index,
-    search_sweep,
-)
+from embedpyramid.serving.evaluate import SpecEvaluation, evaluate_spec
+from embedpyramid.serving.frontier import frontier, frontier_svg, qps_at_recall
+from embedpyramid.serving.index import BuiltIndex, build_index, index_complete, load_index, save_index
+from embedpyramid.serving.specs import IndexSpec, build_seeds, index_file_name, resolve_metric
+from embedpyramid.serving.sweep import search_sweep
 from embedpyramid.store import ArtifactStore, read_frame, read_json, remove_tree, write_json, write_parquet, write_text
 
 FRONTIER_COLUMNS = ("spec", "sweep_param", "sweep_value", "ann_recall", "ann_recall_sd", "qps", "p50_ms", "p95_ms",

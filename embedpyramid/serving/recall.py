@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embedpyramid.serving.specs import Metric
+from embedpyramid.retrieval.search import Metric
 from embedpyramid.serving.vectors import pair_scores
 
 

@@ -23,9 +23,9 @@ import faiss
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError, Strict, format_validation, read_yaml
+from embedpyramid.config.models import Similarity
 from embedpyramid.hashing import sha256_json
-from embedpyramid.retrieval.metrics import Measure, parse_measure
-from embedpyramid.retrieval.search import Metric
+from embedpyramid.retrieval.metrics.measures import Measure, parse_measure
 
 SpecKind = Literal["faiss", "binary", "int8"]
 
@@ -67,7 +67,7 @@ class IndexSpec(Strict):
     name: str
     kind: SpecKind = "faiss"
     factory: str | None = None
-    metric: Metric | None = None
+    metric: Similarity | None = None
     dimension: int | None = Field(None, ge=1)
     sweep: Sweep | None = None
     seed: int
@@ -205,12 +205,12 @@ def load_ann_config(path: str | Path) -> AnnConfig:
     return AnnConfig(settings=settings, specs=tuple(specs))
 
 
-def _equivalent(a: Metric, b: Metric, unit_vectors: bool) -> bool:
+def _equivalent(a: Similarity, b: Similarity, unit_vectors: bool) -> bool:
     """Two metrics rank alike: equal, or cosine and inner product over unit vectors."""
     return a == b or (unit_vectors and {a, b} == {"cosine", "inner_product"})
 
 
-def resolve_metric(spec: IndexSpec, card_metric: Metric, unit_vectors: bool) -> tuple[IndexSpec, str | None]:
+def resolve_metric(spec: IndexSpec, card_metric: Similarity, unit_vectors: bool) -> tuple[IndexSpec, str | None]:
     """The spec with its metric set for one card, and a warning when the spec overrides it.
 
     ``card_metric`` is the metric of the card's exact run; ``unit_vectors`` says whether the

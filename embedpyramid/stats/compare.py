@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -43,17 +44,12 @@ from embedpyramid.stats.multiple import benjamini_hochberg_adjust, holm_adjust
 from embedpyramid.stats.paired import win_tie_loss
 from embedpyramid.stats.power import minimum_detectable_effect
 from embedpyramid.stats.randomization import paired_sign_flip_test, sign_flip_mc_error
+from embedpyramid.stats.slices import ALL_QUERIES, MISSING_SLICE_VALUE, QUERY_LENGTH, TRUNCATED
 from embedpyramid.stats.t_test import paired_t_test
 
-ALL_QUERIES = "all"
-"""``slice_column`` and ``slice_value`` of the row that covers every query of the pair."""
-QUERY_LENGTH = "query_length"
-"""``slice_column`` of the word-count buckets computed from the query text."""
-TRUNCATED = "truncated"
-"""``slice_column`` of the queries (``yes``) whose text or a relevant document's text is longer
-than either card's max tokens, and the others (``no``)."""
-MISSING_SLICE_VALUE = "(missing)"
-"""``slice_value`` of queries whose slice column is null."""
+if TYPE_CHECKING:
+    from embedpyramid.config import ProjectConfig
+
 CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
 DECISIONS = ("better", "worse", "not significant")
 
@@ -261,6 +257,21 @@ class ComparisonSettings:
             return None
         width = self.value_range[1] - self.value_range[0]
         return (-width, width)
+
+
+def comparison_settings(config: ProjectConfig, dataset: str) -> ComparisonSettings:
+    """The paired-comparison settings of one dataset of a config, retrieval or task: the
+    protocol's comparison with the dataset's slices and resampling groups."""
+    spec = config.task_dataset(dataset) if dataset in config.task_datasets else config.dataset(dataset)
+    comparison = config.protocol.comparison
+    return ComparisonSettings(
+        baseline=config.baseline.key, all_pairs=comparison.all_pairs, n_resamples=comparison.n_resamples,
+        n_permutations=comparison.n_permutations, seed=comparison.seed, confidence=comparison.confidence,
+        interval=comparison.interval, report_metric=comparison.report_metric, power=comparison.power,
+        tie_epsilon=comparison.tie_epsilon, min_slice_n=comparison.min_slice_n, worst_n=comparison.worst_n,
+        group_column=spec.group_column, slice_columns=tuple(spec.slices),
+        length_buckets=tuple(comparison.length_buckets),
+    )
 
 
 def length_bucket_names(edges: Sequence[int]) -> list[str]:

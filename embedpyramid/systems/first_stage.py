@@ -15,7 +15,9 @@ import numpy as np
 import polars as pl
 
 from embedpyramid.config.systems import AnnReference
-from embedpyramid.serving import BuiltIndex, Sweep, SweepPoint, search_sweep
+from embedpyramid.serving.index import BuiltIndex
+from embedpyramid.serving.specs import Sweep
+from embedpyramid.serving.sweep import SweepPoint, search_sweep
 
 
 def ann_first_stage(

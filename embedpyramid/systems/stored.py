@@ -110,8 +110,9 @@ def _first_stages(
 def _ann_run(config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset,
              reference: AnnReference, depth: int) -> pl.DataFrame:
     """The run of the L4 index the reference names (its first build seed), at ``depth``."""
-    from embedpyramid.serving import build_seeds, index_complete, load_index, resolve_metric
+    from embedpyramid.serving.index import index_complete, load_index
     from embedpyramid.serving.level import stored_index_path
+    from embedpyramid.serving.specs import build_seeds, resolve_metric
 
     assert config.ann is not None and config.systems is not None
     settings, systems = config.ann.settings, config.systems.settings

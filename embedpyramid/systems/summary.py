@@ -18,7 +18,7 @@ from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.results import EvaluatedPartition
 from embedpyramid.reports.tables import format_interval, format_pvalue
 from embedpyramid.retrieval.level import read_metrics_manifest
-from embedpyramid.stats.compare import ALL_QUERIES, COMPARISON_SCHEMA, CONFIRMATORY
+from embedpyramid.stats.compare import ALL_QUERIES, COMPARISON_SCHEMA, CONFIRMATORY, comparison_settings
 from embedpyramid.store import ArtifactStore, read_frame
 from embedpyramid.systems.level import SUMMARY_SCHEMA, read_system_summary, systems_dir
 from embedpyramid.systems.verdict import system_comparisons
@@ -82,7 +82,7 @@ def system_verdicts(
             continue
         per_query = pl.concat([read_frame(p.metrics_path) for p in evaluated])
         queries = read_frame(open_frozen(store.dataset_dir(dataset)).path("queries"))
-        frames.append(system_comparisons(per_query, queries, config.comparison_settings(dataset)))
+        frames.append(system_comparisons(per_query, queries, comparison_settings(config, dataset)))
     if not frames:
         return pl.DataFrame(schema=SYSTEM_VERDICT_SCHEMA)
     return pl.concat(frames).select(list(SYSTEM_VERDICT_SCHEMA)).cast(SYSTEM_VERDICT_SCHEMA)

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from embedpyramid.retrieval.level import PER_QUERY_SCHEMA
-from embedpyramid.stats.statistic import StatisticComparison
+from embedpyramid.store import PER_QUERY_SCHEMA
+
+if TYPE_CHECKING:
+    from embedpyramid.stats.statistic import StatisticComparison
 
 ALL = "all"
 """``subset`` of rows that cover the whole dataset (bitext rows name their language pair)."""
@@ -72,7 +74,7 @@ class TaskResult:
 
 def per_item_frame(dataset: str, model: str, system: str, item_ids: Sequence[str], metric: str,
                    values: np.ndarray) -> pl.DataFrame:
-    """Per-item values in the long format of :data:`~embedpyramid.retrieval.level.PER_QUERY_SCHEMA`."""
+    """Per-item values in the long format of :data:`~embedpyramid.store.PER_QUERY_SCHEMA`."""
     return pl.DataFrame({
         "dataset": [dataset] * len(item_ids), "model": [model] * len(item_ids), "system": [system] * len(item_ids),
         "query_id": list(item_ids), "metric": [metric] * len(item_ids), "value": np.asarray(values, np.float64),

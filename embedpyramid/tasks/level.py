@@ -10,6 +10,7 @@ numbers never travel without them.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from embedpyramid.config import (
+    TASK_FAMILIES,
     BitextSettings,
     ClassificationSettings,
     ClusteringSettings,
@@ -25,28 +27,21 @@ from embedpyramid.config import (
     PairClassificationSettings,
     ResolvedModel,
 )
+from embedpyramid.config.tasks import task_family_module
 from embedpyramid.data import FrozenDataset, task_encoding_inputs
 from embedpyramid.encode import EmbeddingTable, Encoder, Progress, embed_table, read_embeddings
 from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata, write_parquet
-from embedpyramid.tasks.bitext import compare_bitext, evaluate_bitext
-from embedpyramid.tasks.classification import compare_classification, evaluate_classification
-from embedpyramid.tasks.clustering import compare_clustering, evaluate_clustering
 from embedpyramid.tasks.common import TaskError, TaskResult
-from embedpyramid.tasks.pair_classification import compare_pair_classification, evaluate_pair_classification
-from embedpyramid.tasks.sts import compare_sts, evaluate_sts
 from embedpyramid.vectors import TextVectors
 
 RESULT_TABLES = ("per_item", "predictions", "summary", "per_seed")
 PAIR_SEPARATOR = " ⟷ "
 """Between the two texts of a pair where an item's text is shown (regression lists)."""
 
-_COMPARE = {
-    "sts": compare_sts,
-    "pair_classification": compare_pair_classification,
-    "classification": compare_classification,
-    "clustering": compare_clustering,
-    "bitext": compare_bitext,
-}
+
+def _family_function(task: str, role: str) -> Callable[..., Any]:
+    """``<role>_<task>`` of the family's module, imported by name: see :func:`~embedpyramid.config.tasks.task_family_module`."""
+    return getattr(importlib.import_module(task_family_module(task)), f"{role}_{task}")
 
 
 def tasks_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
@@ -69,29 +64,26 @@ def evaluate_task(spec: DatasetEntry, frozen: FrozenDataset, vectors: TextVector
                   model: str) -> TaskResult:
     """Evaluate a frozen task dataset's declared task on one model's vectors of its texts."""
     settings = spec.task_settings
+    if spec.task not in TASK_FAMILIES:
+        raise TaskError(f"dataset {dataset!r}: task {spec.task!r} is not evaluated here (retrieval has its own level)")
+    evaluate = _family_function(spec.task, "evaluate")
     if spec.task in ("classification", "clustering"):
         texts = read_frame(frozen.path("texts"), columns=["text_id", "label"])
-        if isinstance(settings, ClassificationSettings):
-            return evaluate_classification(texts, vectors, settings, dataset=dataset, model=model)
-        assert isinstance(settings, ClusteringSettings)
-        return evaluate_clustering(texts, vectors, settings, dataset=dataset, model=model)
-    if spec.task not in ("sts", "pair_classification", "bitext"):
-        raise TaskError(f"dataset {dataset!r}: task {spec.task!r} is not evaluated here (retrieval has its own level)")
+        assert isinstance(settings, ClassificationSettings | ClusteringSettings)
+        return evaluate(texts, vectors, settings, dataset=dataset, model=model)
     pairs = read_frame(frozen.path("pairs"))
     if spec.task == "sts":
-        return evaluate_sts(pairs, vectors, dataset=dataset, model=model)
-    if isinstance(settings, PairClassificationSettings):
-        return evaluate_pair_classification(pairs, vectors, settings, dataset=dataset, model=model)
-    assert isinstance(settings, BitextSettings)
-    return evaluate_bitext(pairs, vectors, settings, dataset=dataset, model=model)
+        return evaluate(pairs, vectors, dataset=dataset, model=model)
+    assert isinstance(settings, PairClassificationSettings | BitextSettings)
+    return evaluate(pairs, vectors, settings, dataset=dataset, model=model)
 
 
 def compare_task(task: str, predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int = 10_000,
                  confidence: float = 0.95, seed: int = 42, groups: dict[str, str] | None = None) -> pl.DataFrame:
     """Paired statistic-bootstrap comparisons (b − a) of the task's whole-set statistics."""
-    if task not in _COMPARE:
-        raise TaskError(f"task {task!r} has no statistic comparisons; allowed: {', '.join(_COMPARE)}")
-    return _COMPARE[task](predictions_a, predictions_b, n_resamples=n_resamples, confidence=confidence, seed=seed,
+    if task not in TASK_FAMILIES:
+        raise TaskError(f"task {task!r} has no statistic comparisons; allowed: {', '.join(TASK_FAMILIES)}")
+    return _family_function(task, "compare")(predictions_a, predictions_b, n_resamples=n_resamples, confidence=confidence, seed=seed,
                           groups=groups)
 
 

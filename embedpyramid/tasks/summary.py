@@ -22,14 +22,13 @@ import polars as pl
 
 from embedpyramid.config import ProjectConfig
 from embedpyramid.data import open_frozen
-from embedpyramid.geometry.level import l1_dir
+from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
 from embedpyramid.inputs import SummaryInputs, pair_sanity_asset_name, task_asset_name
 from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.tables import comparison_summary
 from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
-from embedpyramid.retrieval.level import PER_QUERY_SCHEMA
-from embedpyramid.stats.compare import COMPARISON_SCHEMA, HSD_SCHEMA, compare_models
-from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.stats.compare import COMPARISON_SCHEMA, HSD_SCHEMA, compare_models, comparison_settings
+from embedpyramid.store import PER_QUERY_SCHEMA, ArtifactStore, read_frame, read_json, write_json, write_parquet
 from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA
 from embedpyramid.tasks.level import compare_task, read_task_result, task_groups, task_items, tasks_dir
 
@@ -37,7 +36,6 @@ PER_ITEM_METRIC = "accuracy"
 """The per-item metric of the families that have per-item rows: their confirmatory metric."""
 PRIMARY_STATISTIC = {"sts": "spearman", "clustering": "v_measure"}
 """The statistic a family without per-item rows is judged by."""
-PAIR_SANITY_FILE = "pair_sanity.json"
 PAIR_SANITY_SCHEMA: dict[str, pl.DataType] = {
     "dataset": pl.String(), "model": pl.String(), "task": pl.String(), "auc": pl.Float64(),
     "n_similar": pl.Int64(), "n_random": pl.Int64(), "similar_mean_cosine": pl.Float64(),
@@ -111,7 +109,7 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
         items = task_items(open_frozen(store.dataset_dir(dataset)), spec)
         per_item = pl.concat([result.per_item for result in results.values()])
         if per_item.height:
-            settings = replace(config.comparison_settings(dataset), report_metric=PER_ITEM_METRIC, length_buckets=())
+            settings = replace(comparison_settings(config, dataset), report_metric=PER_ITEM_METRIC, length_buckets=())
             parts["task_comparisons"].append(compare_models(per_item, items, settings))
         for key in sorted(results):
             if key != baseline:

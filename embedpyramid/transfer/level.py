@@ -28,7 +28,7 @@ from embedpyramid.config import (
 )
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.inputs import SummaryInputs, task_asset_name
-from embedpyramid.reports import ReportSection
+from embedpyramid.reports.report import ReportSection
 from embedpyramid.retrieval.level import PER_QUERY_SCHEMA, read_metrics_manifest
 from embedpyramid.store import ArtifactStore, read_frame, read_table, read_table_metadata, write_parquet
 from embedpyramid.tasks.level import read_task_result, tasks_dir

@@ -19,6 +19,7 @@ from embedpyramid.config import (
     RunSettings,
     load_config,
 )
+from embedpyramid.stats.compare import comparison_settings
 
 DEFAULT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -179,7 +180,7 @@ def test_comparison_baseline_and_report_metric_are_checked(write_configs, defaul
     with pytest.raises(ConfigError, match=r"comparison\.report_metric 'nDCG@20' is not measured"):
         load_config(write_configs("b", protocol={**protocol, "comparison": {"report_metric": "nDCG@20"}}))
     config = load_config(write_configs("c", protocol={**protocol, "comparison": {"baseline": "use-m3", "seed": 3}}))
-    settings = config.comparison_settings("chatterbot-en")
+    settings = comparison_settings(config, "chatterbot-en")
     assert settings.baseline == config.models["use-m3"].key and settings.seed == 3
     assert settings.slice_columns == ("category",) and settings.group_column is None
     assert load_config(write_configs("d", protocol={**protocol, "comparison": {}})).baseline.name == "minilm-l6"
