@@ -5,7 +5,9 @@ figures) and then rendered twice, so the two formats cannot drift apart. It open
 verdict, then a table of contents linking every section by anchor. The HTML file inlines its
 CSS and its SVG figures and references nothing outside itself (its only links are to its own
 anchors); the Markdown file links the same figures as SVG files that :func:`write_report`
-writes next to it. Text from the data is HTML-escaped in both formats.
+writes next to it. Text from the data is HTML-escaped in both formats, and in Markdown its
+Markdown syntax is escaped too (:func:`~embedpyramid.reports.tables.escape_markdown`): a query
+holding an image, a link, emphasis or a table row stays text.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from embedpyramid.reports.tables import (
     clip_text,
     comparison_summary,
     confidence_label,
+    escape_markdown,
     format_cell,
     hsd_pairs_summary,
     hsd_summary,
@@ -172,21 +175,23 @@ def _histogram_figures(report: ComparisonReport) -> list[Figure]:
 
 def render_markdown(report: ComparisonReport, *, figures_dir: str = "figures") -> str:
     """The report as Markdown; figures are linked as ``{figures_dir}/{name}.svg``. Text is
-    HTML-escaped, so raw HTML in a query or document never reaches a Markdown renderer."""
+    escaped (:func:`~embedpyramid.reports.tables.escape_markdown`), so neither raw HTML nor
+    Markdown (an image, a link, emphasis, a table row) in a query or document reaches a
+    Markdown renderer as markup; headings, links and captions are flattened to one line."""
     parts = []
     for block in _blocks(report):
         match block:
             case _Heading(level, text, anchor):
-                heading = f"{'#' * level} {_escape(text)}"
+                heading = f"{'#' * level} {_escape_line(text)}"
                 parts.append(f'<a id="{anchor}"></a>\n\n{heading}' if anchor else heading)
             case _Paragraph(text, _):
-                parts.append(_escape(text))
+                parts.append(escape_markdown(text, line_start=True))
             case _Links(items):
-                parts.append("\n".join(f"- [{_escape(text)}](#{anchor})" for anchor, text in items))
+                parts.append("\n".join(f"- [{_escape_line(text)}](#{anchor})" for anchor, text in items))
             case _Table(frame):
                 parts.append(markdown_table(frame) if frame.height else "_No rows._")
             case Figure(name, caption):
-                parts.append(f"![{_escape(caption)}]({figures_dir}/{name}.svg)")
+                parts.append(f"![{_escape_line(caption)}]({figures_dir}/{name}.svg)")
     return "\n\n".join(parts) + "\n"
 
 
@@ -401,8 +406,9 @@ def _top_document(row: dict, side: str) -> str:
     return f"{doc_id}: {clip_text(text, 80)}" if text else doc_id
 
 
-def _escape(text: str) -> str:
-    return html.escape(text, quote=False)
+def _escape_line(text: str) -> str:
+    """Inert Markdown on one line (a heading, a link text, an alt text)."""
+    return escape_markdown(" ".join(text.split()))
 
 
 def _anchor(text: str, used: dict[str, int]) -> str:

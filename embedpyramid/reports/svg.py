@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike
 from embedpyramid.reports.tables import (
     clip_text,
     confidence_label,
+    escape_markdown,
     format_interval,
     slice_label,
 )
@@ -264,7 +265,7 @@ def histogram_svg(series: dict[str, ArrayLike], *, title: str, xlabel: str, bins
 
 def svg_markdown(svg: str, alt: str) -> str:
     """An SVG as a Markdown image with a data URI (Dagster's metadata viewer shows it)."""
-    return f"![{alt}](data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()})"
+    return f"![{escape_markdown(' '.join(alt.split()))}](data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()})"
 
 
 def svg_document(width: float, height: float, title: str, parts: list[str]) -> str:

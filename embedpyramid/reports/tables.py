@@ -5,8 +5,9 @@ The display frames (:func:`comparison_summary`, :func:`slice_summary`, :func:`le
 digits. Raw frames (the L1 and L4 sections) are formatted per column at a precision that suits
 the column's magnitude: four decimals for values below 1 (metrics), fewer for larger numbers,
 none with thousands separators from 1,000 up (QPS, bytes). Numeric columns are right-aligned
-in both formats, and every cell is HTML-escaped in both, so text from the data (a query, a
-document, a model name) never becomes markup. :func:`key_table_markdown` is the report's key
+in both formats, and every cell is escaped in both (HTML-escaped, and in Markdown also
+:func:`escape_markdown`), so text from the data (a query, a document, a model name) never becomes
+markup. :func:`key_table_markdown` is the report's key
 table as one Markdown string, for an orchestrator to attach as metadata.
 """
 
@@ -23,6 +24,12 @@ from embedpyramid.stats.slices import ALL_QUERIES
 
 _NUMERIC_TEXT = re.compile(r"^[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*\d[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*$")
 _FAMILY_LABELS = {"holm": "Holm", "bh": "BH"}
+# Inline Markdown syntax (emphasis, code, links and images, tables, strikethrough, math), the
+# backslash itself, and the GFM bare-link starts ``scheme://`` and ``www.``.
+_MARKDOWN_INLINE = re.compile(r"[\\`*_\[\]|~$]|(?<=[A-Za-z0-9])(?=://)|(?<=\bwww)(?=\.)", re.IGNORECASE)
+# What would open a block at the start of a line: a heading, a bullet, a rule or setext
+# underline, an ordered-list marker (``>`` needs nothing: it is HTML-escaped to ``&gt;``).
+_MARKDOWN_LINE_START = re.compile(r"^(\s*)(?:([#+\-=])|(\d+)([.)])(?=\s|$))")
 
 
 def format_cell(value: object, *, float_digits: int = 4) -> str:
@@ -50,13 +57,33 @@ def column_texts(table: pl.DataFrame) -> dict[str, list[str]]:
     return texts
 
 
+def escape_markdown(text: str, *, line_start: bool = False) -> str:
+    """``text`` as inert Markdown: HTML-escaped (raw HTML, autolinks ``<…>``, entities), every
+    inline Markdown character backslash-escaped (CommonMark §2.4), and bare links broken up
+    (``http\\://``, ``www\\.``), so a renderer shows the characters and fetches nothing.
+
+    ``line_start``: the text opens a line, so a leading ``#``, ``-``, ``+``, ``=`` or ``1.`` is
+    escaped too (it would open a heading, a list or a rule). Newlines are kept: flatten them
+    first where the text must stay one line.
+    """
+    escaped = _MARKDOWN_INLINE.sub(lambda m: "\\" + m.group(0), text)
+    if line_start:
+        escaped = "\n".join(_MARKDOWN_LINE_START.sub(_escape_block_marker, line) for line in escaped.split("\n"))
+    return html.escape(escaped, quote=False)
+
+
+def _escape_block_marker(match: re.Match[str]) -> str:
+    indent, marker, number, delimiter = match.groups()
+    return f"{indent}\\{marker}" if marker else f"{indent}{number}\\{delimiter}"
+
+
 def markdown_table(table: pl.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table of ``table``: cells HTML-escaped, pipes escaped,
-    newlines flattened, numeric columns right-aligned."""
+    """A GitHub-flavoured Markdown table of ``table``: cells escaped (:func:`escape_markdown`,
+    pipes included), newlines flattened, numeric columns right-aligned."""
     texts = column_texts(table)
 
     def cell(text: str) -> str:
-        return html.escape(" ".join(text.split()), quote=False).replace("|", "\\|")
+        return escape_markdown(" ".join(text.split()))
 
     align = ["---:" if is_numeric(texts[name]) else "---" for name in table.columns]
     lines = [

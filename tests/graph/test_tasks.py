@@ -81,7 +81,7 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
                     "L2 Pair classification (duplicates): duplicates"):
         assert f"## {heading}" in report
     verdict = report.split("## Contents")[0]
-    assert f"[bitext, csls] django-ko · accuracy over 263 queries: {use} wins" in verdict
+    assert f"\\[bitext, csls\\] django-ko · accuracy over 263 queries: {use} wins" in verdict  # Markdown-escaped
     assert "lee-sts (sts, spearman over 1,225 items)" in verdict
 
     # A new task dataset: retrieval stays fresh, only the new family's dataset is frozen first.

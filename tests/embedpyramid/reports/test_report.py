@@ -5,6 +5,7 @@ from html.parser import HTMLParser
 import numpy as np
 import polars as pl
 import pytest
+from markdown_it import MarkdownIt
 
 from embedpyramid.reports import (
     ComparisonReport,
@@ -24,7 +25,7 @@ from embedpyramid.reports import (
     write_report,
 )
 from embedpyramid.reports.environment import environment_section
-from embedpyramid.reports.tables import hsd_pairs_summary, leaderboard_tables
+from embedpyramid.reports.tables import escape_markdown, hsd_pairs_summary, leaderboard_tables
 from embedpyramid.reports.verdict import dataset_verdicts
 from embedpyramid.stats.compare import (
     ComparisonSettings,
@@ -126,7 +127,7 @@ def test_key_table_lists_every_pair_and_metric_over_all_queries():
     everything = REPORT.comparisons.filter(pl.col("slice_column") == "all").row(0, named=True)
     markdown = key_table_markdown(REPORT.comparisons)
     assert markdown.splitlines()[0].startswith("| dataset | system | metric | A | B | n |")
-    assert f"[{everything['ci_low']:+.4f}, {everything['ci_high']:+.4f}]" in markdown
+    assert f"\\[{everything['ci_low']:+.4f}, {everything['ci_high']:+.4f}\\]" in markdown  # brackets escaped
     assert key_table_markdown(REPORT.comparisons, ["Recall@100"]).count("\n") == 2
     # Family, adjustment, effect size, second test and Monte-Carlo errors are all shown.
     first = summary.row(0, named=True)
@@ -193,7 +194,7 @@ def test_markdown_report_opens_with_the_verdict_and_a_table_of_contents():
     ):
         assert heading in lines
     verdict = lines[lines.index("## Verdict") + 2]
-    assert verdict.startswith("chat · nDCG@10 over 30 queries: ") and "p (Holm, 1 test)" in verdict and "d_z" in verdict
+    assert verdict.startswith("chat · nDCG@10 over 30 queries: ") and "p (Holm, 1 test)" in verdict and "d\\_z" in verdict
     # Every section is linked from the contents, by an anchor placed before its heading.
     assert "- [Leaderboard](#leaderboard)" in lines and '<a id="leaderboard"></a>' in lines
     assert "- [Slices: nDCG@10](#slices-ndcg-10)" in lines and '<a id="slices-ndcg-10"></a>' in lines
@@ -210,6 +211,53 @@ def test_markdown_report_escapes_raw_html_from_the_data():
     assert "&lt;script&gt;alert(1)&lt;/script&gt; word" in markdown
     assert "&lt;img src=x onerror=alert(1)&gt;" in markdown
     assert "tuned &lt;v2&gt; &amp; co" in markdown and CHALLENGER not in markdown
+
+
+HOSTILE = "![x](http://127.0.0.1:9/pixel.png) [link](https://example.org) *em* __strong__ a|b ~~gone~~ <b>raw</b>"
+
+
+def test_escape_markdown_leaves_every_markdown_construct_as_text():
+    assert escape_markdown(HOSTILE) == (
+        "!\\[x\\](http\\://127.0.0.1:9/pixel.png) \\[link\\](https\\://example.org) \\*em\\* \\_\\_strong\\_\\_ "
+        "a\\|b \\~\\~gone\\~\\~ &lt;b&gt;raw&lt;/b&gt;"
+    )
+    assert escape_markdown("see www.example.org, `code`, $x$ and C:\\dir") == (
+        "see www\\.example.org, \\`code\\`, \\$x\\$ and C:\\\\dir")
+    # A line opening a block: only at the start of a line, and only when asked.
+    assert escape_markdown("# title\n- item\n1. first\n0.5 stays\n=== ", line_start=True) == (
+        "\\# title\n\\- item\n1\\. first\n0.5 stays\n\\=== ")
+    assert escape_markdown("- item") == "- item"
+
+
+def test_markdown_report_keeps_markdown_from_the_data_inert():
+    section = ReportSection(
+        title=f"Section {HOSTILE}",
+        intro=f"# {HOSTILE}\n- second line",
+        tables=((f"caption {HOSTILE}", pl.DataFrame({"text": [HOSTILE], "value": [1.5]})),),
+        figures=(Figure("hostile", f"figure {HOSTILE}", histogram_svg({"x": [1.0]}, title="t", xlabel="x")),),
+    )
+    report = ComparisonReport(REPORT.leaderboard, REPORT.comparisons, REPORT.regressions, REPORT.deltas, "nDCG@10",
+                              sections=(section,), verdicts=(f"verdict {HOSTILE}",))
+    markdown = render_markdown(report)
+    escaped = escape_markdown(HOSTILE)
+    assert f"## Section {escaped}" in markdown.splitlines()
+    assert f"\\# {escaped}\n\\- second line" in markdown
+    assert f"| {escaped} | 1.5000 |" in markdown.splitlines()
+    assert f"![figure {escaped}](figures/hostile.svg)" in markdown
+    assert "http://" not in markdown and "<b>" not in markdown
+    # What a CommonMark renderer (with GFM tables and strikethrough) makes of it: the only
+    # image is the report's own figure, the only links its own anchors, no emphasis, and one
+    # cell per column.
+    rendered = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
+    collector = TagCollector()
+    collector.feed(rendered)
+    images = [attrs["src"] for tag, attrs in collector.tags if tag == "img"]
+    assert "figures/hostile.svg" in images and all(src.startswith("figures/") for src in images)
+    assert all(attrs["href"].startswith("#") for tag, attrs in collector.tags if tag == "a" and "href" in attrs)
+    tags = [tag for tag, _ in collector.tags]
+    assert tags.count("h1") == 1 and not {"em", "strong", "s", "b"} & set(tags)
+    assert "<td>![x](http://127.0.0.1:9/pixel.png) [link](https://example.org) *em* __strong__ a|b ~~gone~~ " \
+           "&lt;b&gt;raw&lt;/b&gt;</td>" in rendered
 
 
 def test_worst_regressions_disclose_ties():
