@@ -190,15 +190,19 @@ class DataFolderLock:
     """An exclusive lock on a data folder for the duration of one command (see the module docstring).
 
     The lock file lives in a local data folder; for a remote one, in the instance folder (it then
-    guards against commands sharing that instance only).
+    guards against commands sharing that instance only): ``instance``'s, or without one (a
+    command that takes the lock before it opens the instance) :func:`instance_home`'s.
     """
 
-    def __init__(self, data_root: StorePath, instance: dg.DagsterInstance, *, wait: bool = True,
+    def __init__(self, data_root: StorePath, instance: dg.DagsterInstance | None, *, wait: bool = True,
                  notify: Callable[[str], None] = print, poll_seconds: float = 1.0, holder: str | None = None):
         if is_local(data_root):
             self.path = data_root / LOCK_FILE
         else:
-            self.path = Path(instance.root_directory) / f"{LOCK_FILE}.{hashlib.sha256(str(data_root).encode()).hexdigest()[:16]}"
+            # Resolved: the instance may be opened through a link (_sqlite_safe), and one lock file
+            # must have one name in this process (_HELD).
+            home = Path(instance.root_directory if instance is not None else instance_home(data_root)).resolve()
+            self.path = home / f"{LOCK_FILE}.{hashlib.sha256(str(data_root).encode()).hexdigest()[:16]}"
         self.data_root, self.wait, self.notify, self.poll_seconds = data_root, wait, notify, poll_seconds
         self.holder = holder or " ".join(sys.argv)
         self._handle: int | None = None

@@ -228,15 +228,18 @@ def run_pipeline(
     """Bring the selected partitions up to date, then the summary; see the module docstring.
 
     ``models`` are card names or keys. ``wait=False`` refuses to queue behind another process
-    that holds the data folder (:class:`pipelines.instance.DataFolderBusy`). ``command`` (the
+    that holds the data folder (:class:`pipelines.instance.DataFolderBusy`), at once: the lock
+    is taken before the config is read. ``command`` (the
     CLI's arguments) is recorded in every run's tags.
     """
-    config = load_config(configs_dir)
     store = ArtifactStore.at(data_dir)
-    selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
     report = RunReport()
-    instance = instance or open_instance(store.root)
+    # The lock before anything slow: a busy folder is answered (wait=False) or waited for
+    # before the config loads and the instance opens.
     with DataFolderLock(store.root, instance, wait=wait, notify=log).held():
+        config = load_config(configs_dir)
+        selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
+        instance = instance or open_instance(store.root)
         session = open_session(config, store.root, instance, log, verbose)
         report.abandoned_runs = fail_abandoned_runs(session.instance)
         for run_id in report.abandoned_runs:

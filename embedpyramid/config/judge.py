@@ -17,7 +17,8 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from embedpyramid.config.base import Strict, format_validation, read_yaml
+from embedpyramid.config.base import ConfigError, Strict, format_validation, read_yaml
+from embedpyramid.config.systems import EXACT, SystemsConfig
 
 CRITERION_DESCRIPTIONS: dict[str, str] = {
     "relevance": "Does the answer address the question that was asked, with correct content supported by the passages?",
@@ -140,11 +141,30 @@ class DownstreamConfig(Strict):
         return self
 
 
-def load_downstream_config(path: Path) -> DownstreamConfig:
-    """Read and validate ``judge.yaml``; a ConfigError names the file, the key and what is allowed."""
+def load_downstream_config(path: Path, systems: SystemsConfig | None = None) -> DownstreamConfig:
+    """Read and validate ``judge.yaml`` against the L5 systems of its folder (``systems``: the
+    validated ``systems.yaml``, None without one); a ConfigError names the file, the key and
+    what is allowed.
+
+    A system answered from must be ``exact`` or a system of systems.yaml that runs per model: a
+    model-independent one (BM25, or a rerank of BM25) is one run for every model, so it can
+    tell no model apart.
+    """
     data = read_yaml(path, "judge.yaml holds the L6 generator, judge and analysis settings")
     try:
-        return DownstreamConfig.model_validate(data)
+        config = DownstreamConfig.model_validate(data)
     except ValidationError as error:
         raise format_validation(path, "", error) from None
+    per_model = [name for name in (systems.systems if systems else {}) if not systems.model_independent(name)]
+    allowed = ", ".join([EXACT, *per_model])
+    for index, name in enumerate(config.systems):
+        if name == EXACT or name in per_model:
+            continue
+        if systems is not None and name in systems.systems:
+            raise ConfigError(f"{path}: systems.{index}: {name!r} is computed once per dataset, not per model "
+                              f"(no input reads the evaluated model), so its answers cannot compare models; "
+                              f"allowed: {allowed}")
+        where = "a system of systems.yaml" if systems is not None else "a system (this folder has no systems.yaml)"
+        raise ConfigError(f"{path}: systems.{index}: {name!r} is not {where}; allowed: {allowed}")
+    return config
 

@@ -102,5 +102,5 @@ def load_config(directory: str | Path) -> ProjectConfig:
     systems_path = folder / "systems.yaml"
     systems = load_systems_config(systems_path, models, retrieval, ann) if systems_path.is_file() else None
     judge = folder / "judge.yaml"
-    downstream = load_downstream_config(judge) if judge.is_file() else None
+    downstream = load_downstream_config(judge, systems) if judge.is_file() else None
     return ProjectConfig(folder, models, retrieval, protocol, ann, systems, downstream, tasks)

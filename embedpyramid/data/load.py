@@ -87,6 +87,10 @@ def load_task_dataset(config: ProjectConfig, name: str) -> TaskTables:
         available = [c for c in items.column_names if c not in reserved]
         raise DataError(f"datasets.yaml: datasets.{name}: slice/group columns {missing} are not columns of its "
                         f"items; available: {', '.join(available) or 'none'}")
+    # Imported here: the task families build on the frozen tables of this package.
+    from embedpyramid.tasks.level import check_task_settings
+
+    check_task_settings(spec, tables, f"{config.directory / 'datasets.yaml'}: datasets.{name}")
     return tables
 
 

@@ -87,17 +87,42 @@ def seed_mean_macro_f1(n_classes: int) -> Callable[[np.ndarray, np.ndarray], np.
     return statistic
 
 
+def check_classification(texts: pl.DataFrame, settings: ClassificationSettings, where: str) -> None:
+    """Refuse, before anything is encoded, settings that ``texts`` (``text_id, label``) cannot
+    honour: see :func:`stratified_items`."""
+    stratified_items(texts, settings, where)
+
+
+def stratified_items(texts: pl.DataFrame, settings: ClassificationSettings, where: str) -> tuple[pl.DataFrame, list[str]]:
+    """The items that can be stratified (classes of at least ``folds`` items, sorted by text id)
+    and the labels dropped; settings these items cannot honour raise :class:`TaskError` naming
+    ``where`` and the allowed range.
+
+    A neighbour count ``k`` above the smallest training fold is refused: ``StratifiedKFold``
+    deals the items (sorted by class) round-robin over the folds, so a test fold holds at most
+    ⌈n / folds⌉ of the n items and every training fold at least n − ⌈n / folds⌉.
+    """
+    sizes = texts.group_by("label").len()
+    dropped = sorted(sizes.filter(pl.col("len") < settings.folds)["label"].to_list())
+    kept = texts.filter(~pl.col("label").is_in(dropped)).sort("text_id")
+    classes = kept["label"].n_unique()
+    if classes < 2:
+        raise TaskError(f"{where}: classification needs at least two classes of >= {settings.folds} items "
+                        f"(folds); got {classes} after dropping {dropped}")
+    training = kept.height - -(-kept.height // settings.folds)
+    if settings.k > training:
+        raise TaskError(
+            f"{where}.classification.k: {settings.k} neighbours, but a training fold holds {training} items "
+            f"({kept.height} items in {classes} classes, folds {settings.folds}); allowed: 1 to {training}")
+    return kept, dropped
+
+
 def evaluate_classification(texts: pl.DataFrame, vectors: TextVectors, settings: ClassificationSettings, *,
                             dataset: str, model: str) -> TaskResult:
     """kNN and the linear probe over every seed's stratified folds; ``texts`` holds
     ``text_id, label``."""
-    sizes = texts.group_by("label").len()
-    dropped = sorted(sizes.filter(pl.col("len") < settings.folds)["label"].to_list())
-    kept = texts.filter(~pl.col("label").is_in(dropped)).sort("text_id")
+    kept, dropped = stratified_items(texts, settings, f"datasets.{dataset}")
     labels = sorted(kept["label"].unique().to_list())
-    if len(labels) < 2:
-        raise TaskError(f"{dataset}: classification needs at least two classes of >= {settings.folds} items "
-                        f"(folds); got {len(labels)} after dropping {dropped}")
     item_ids = kept["text_id"].to_list()
     features = vectors.unit_rows(item_ids)
     codes = kept["label"].replace_strict(labels, list(range(len(labels))), return_dtype=pl.Int64).to_numpy()
@@ -109,7 +134,7 @@ def evaluate_classification(texts: pl.DataFrame, vectors: TextVectors, settings:
             chosen_c[str(seed)] = []
             folds = StratifiedKFold(settings.folds, shuffle=True, random_state=seed)
             for train, test in folds.split(features, codes):
-                knn = KNeighborsClassifier(n_neighbors=min(settings.k, len(train)), metric="cosine",
+                knn = KNeighborsClassifier(n_neighbors=settings.k, metric="cosine",
                                            algorithm="brute")
                 predicted["knn"][test, column] = knn.fit(features[train], codes[train]).predict(features[test])
                 probe = LogisticRegressionCV(

@@ -250,6 +250,24 @@ def test_a_second_run_waits_for_the_first_or_names_it(write_configs, tiny, tmp_p
         holder.wait()
 
 
+def test_no_wait_on_a_busy_folder_answers_before_the_config_loads_or_the_instance_opens(tmp_path, capsys):
+    data = tmp_path / "data"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pipelines.instance import DataFolderLock; "
+        "from embedpyramid.store import store_path; lock = DataFolderLock(store_path(sys.argv[1]), None); "
+        "lock.acquire(); print('held', flush=True); time.sleep(30)"), str(data)],
+        cwd=REPO, env=ENV, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        # The config folder does not exist: a command that read it first would say so instead.
+        assert main(["run", "--configs", str(tmp_path / "no-such-configs"), "--data", str(data), "--no-wait"]) == 2
+        assert_one_error_line(capsys.readouterr().err, f"{data} is in use by PID {holder.pid}")
+        assert not (data / "dagster_home").exists()  # the instance was never opened
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def imported_by(importtime: str) -> dict[str, str | None]:
     """Each module of a ``python -X importtime`` trace with the module that imported it (children
     are printed before their parent, one indentation step deeper)."""

@@ -46,3 +46,22 @@ def test_an_http_judge_may_define_its_own_criteria(write_configs):
                                                      "descriptions": {"fluency": "Is the answer fluent?"}}})
     judge = load_config(folder).downstream.judge
     assert judge.description("fluency") == "Is the answer fluent?" and judge.description("relevance").startswith("Does")
+
+
+def test_systems_answered_from_must_be_per_model_runs_of_the_folder(write_configs):
+    folder = write_judge(write_configs(), {"systems": ["exact", "nosuch"]})
+    with pytest.raises(ConfigError) as refused:
+        load_config(folder)
+    assert str(refused.value) == (f"{folder / 'judge.yaml'}: systems.1: 'nosuch' is not a system (this folder has "
+                                  "no systems.yaml); allowed: exact")
+    systems = {"systems": {"bm25": {"kind": "bm25"}, "hybrid": {"kind": "rrf", "inputs": ["exact", "bm25"]}}}
+    folder = write_judge(write_configs("with-systems", systems=systems), {"systems": ["exact", "nosuch"]})
+    with pytest.raises(ConfigError, match=r"judge\.yaml: systems\.1: 'nosuch' is not a system of systems\.yaml; "
+                                          r"allowed: exact, hybrid$"):
+        load_config(folder)
+    write_judge(folder, {"systems": ["bm25"]})
+    with pytest.raises(ConfigError, match=r"systems\.0: 'bm25' is computed once per dataset, not per model .*"
+                                          r"allowed: exact, hybrid$"):
+        load_config(folder)
+    write_judge(folder, {"systems": ["hybrid", "exact"]})
+    assert load_config(folder).downstream.systems == ["hybrid", "exact"]

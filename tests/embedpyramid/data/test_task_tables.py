@@ -64,3 +64,26 @@ def test_configured_task_datasets_load_through_their_loaders(write_configs):
     assert set(load_task_dataset(config, "cats").texts["label"].to_pylist()) == {"AI", "computers"}
     with pytest.raises(DataError, match=r"datasets\.bad-slice: slice/group columns \['genre'\] are not columns"):
         load_task_dataset(config, "bad-slice")
+
+
+def test_task_settings_the_data_cannot_honour_are_refused_when_the_dataset_is_loaded(write_configs):
+    # ai + computers hold 61 + 10 = 71 distinct questions; 5 stratified folds deal them
+    # round-robin, so a test fold holds at most ceil(71 / 5) = 15 and a training fold 71 - 15 = 56.
+    folder = write_configs(datasets={
+        "cats": {"loader": "chatterbot", "task": "classification", "categories": ["ai", "computers"],
+                 "classification": {"k": 5000}},
+        "cats-56": {"loader": "chatterbot", "task": "classification", "categories": ["ai", "computers"],
+                    "classification": {"k": 56}},
+        "ko": {"loader": "django-bitext", "languages": ["ko"], "bitext": {"hubness_k": 300}},
+    })
+    config = load_config(folder)
+    with pytest.raises(ValueError) as refused:
+        load_task_dataset(config, "cats")
+    assert str(refused.value) == (
+        f"{folder / 'datasets.yaml'}: datasets.cats.classification.k: 5000 neighbours, but a training fold holds "
+        "56 items (71 items in 2 classes, folds 5); allowed: 1 to 56")
+    assert load_task_dataset(config, "cats-56").texts.num_rows == 71
+    # Korean: 263 English strings with 261 distinct translations (a shared translation is one target).
+    with pytest.raises(ValueError, match=r"datasets\.ko\.bitext\.hubness_k: 300 neighbours, but en-ko has 261 "
+                                         r"targets; allowed: 1 to 261"):
+        load_task_dataset(config, "ko")
