@@ -23,7 +23,7 @@ from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
 from embedpyramid.encode import EncodeError
 from embedpyramid.reports.results import ResultsBusyError, format_leaderboard, read_leaderboard
-from embedpyramid.store import ArtifactStore, store_path
+from embedpyramid.store import ArtifactStore, CorruptFileError, store_path
 
 EXIT_FAILURES, EXIT_ERROR = 1, 2
 
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = store_path(args.data or os.environ.get("EMBEDPYRAMID_DATA") or "data")
         print(format_leaderboard(read_leaderboard(data / "results.duckdb"), args.format))
         return 0
-    except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError) as error:
+    except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError, CorruptFileError) as error:
         _report(error, str(error), args)
         return EXIT_ERROR
     except Exception as error:

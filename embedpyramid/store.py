@@ -10,7 +10,9 @@ Every write goes to a temporary file and is moved into place: beside the target 
 filesystem. A crash or a bad input mid-way leaves what was already written intact. Writers get
 a *local* temporary path, so libraries that only write local files (FAISS, DuckDB, pyarrow)
 work unchanged. Every Parquet read goes through :func:`read_frame` or :func:`read_table`, which
-take the path literally (a data folder named ``runs[1]`` is not a glob pattern).
+take the path literally (a data folder named ``runs[1]`` is not a glob pattern), or through
+:func:`parquet_file` and :func:`read_table_metadata`; a file that fails to read because it is
+damaged raises :class:`CorruptFileError` naming it and what to do.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ PER_QUERY_SCHEMA = {
 }
 """The long per-query table (``metrics_path``) of every level: one value per query (or task item)
 and metric, which every aggregate, interval and comparison is derived from."""
+
+CORRUPT_ADVICE = ("it was damaged after it was written (every write here is atomic), by a full disk or a copy cut "
+                  "short: delete it and materialize the asset that writes it again (in the Dagster UI, that "
+                  "partition's Materialize)")
+"""What to do about a damaged artefact, said by every :class:`CorruptFileError` of the data folder."""
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _URL_SIGNIFICANT = set("?#%")
@@ -152,15 +159,49 @@ def remove_tree(path: StorePath) -> None:
         path.fs.rm(path.path, recursive=True)
 
 
+class CorruptFileError(ValueError):
+    """A file that exists but cannot be read as what it should be (a truncated or overwritten
+    Parquet table, FAISS index, catalogue); the message names the file and what to do."""
+
+
+@contextmanager
+def _parquet_read(path: StorePath) -> Iterator[None]:
+    """Turn a failed read of a damaged Parquet file into :class:`CorruptFileError`. Other
+    failures (a missing file or column, a full disk) pass through unchanged: the file is read
+    once more, whole, and only when that fails too is it called damaged."""
+    try:
+        yield
+    except (pa.ArrowException, pl.exceptions.PolarsError, OSError) as error:
+        if isinstance(error, OSError) and (error.errno is not None or isinstance(error, FileNotFoundError)):
+            raise  # the operating system's error (missing, permission, disk full), not the file's content
+        damage = _parquet_damage(path)
+        if damage is None:
+            raise
+        raise CorruptFileError(f"{path}: not a readable Parquet file ({damage}); {CORRUPT_ADVICE}") from error
+
+
+def _parquet_damage(path: StorePath) -> str | None:
+    """Why the whole file cannot be read, or None when it can (or is not there)."""
+    try:
+        with path.open("rb") as handle, pq.ParquetFile(handle) as parquet:  # its message does not repeat the path
+            parquet.read()
+    except (pa.ArrowException, OSError) as error:
+        if isinstance(error, OSError) and (error.errno is not None or isinstance(error, FileNotFoundError)):
+            return None
+        return " ".join(str(error).split())
+    return None
+
+
 @contextmanager
 def parquet_file(path: StorePath) -> Iterator[pq.ParquetFile]:
     """A Parquet file opened for reading its footer or single row groups, local or remote."""
-    if is_local(path):
-        with pq.ParquetFile(path) as parquet:
+    with _parquet_read(path):
+        if is_local(path):
+            with pq.ParquetFile(path) as parquet:
+                yield parquet
+            return
+        with path.open("rb") as handle, pq.ParquetFile(handle) as parquet:
             yield parquet
-        return
-    with path.open("rb") as handle, pq.ParquetFile(handle) as parquet:
-        yield parquet
 
 
 def read_json(path: StorePath) -> Any:
@@ -169,28 +210,31 @@ def read_json(path: StorePath) -> Any:
 
 def read_frame(path: StorePath, columns: list[str] | None = None) -> pl.DataFrame:
     """A Parquet file as a polars frame; the path is taken literally, never as a glob."""
-    if is_local(path):
-        return pl.read_parquet(path, columns=columns, glob=False)
-    with path.open("rb") as handle:
-        return pl.read_parquet(handle, columns=columns)
+    with _parquet_read(path):
+        if is_local(path):
+            return pl.read_parquet(path, columns=columns, glob=False)
+        with path.open("rb") as handle:
+            return pl.read_parquet(handle, columns=columns)
 
 
 def read_table(path: StorePath, columns: list[str] | None = None) -> pa.Table:
     """A Parquet file as an Arrow table."""
-    if is_local(path):
-        return pq.read_table(path, columns=columns)
-    with path.open("rb") as handle:
-        return pq.read_table(handle, columns=columns)
+    with _parquet_read(path):
+        if is_local(path):
+            return pq.read_table(path, columns=columns)
+        with path.open("rb") as handle:
+            return pq.read_table(handle, columns=columns)
 
 
 def read_table_metadata(path: StorePath) -> dict[str, Any]:
     """The ``embedpyramid`` JSON a table carries in its Parquet schema metadata (conventions,
     card, settings), read without the rows."""
-    if is_local(path):
-        schema = pq.read_schema(path)
-    else:
-        with path.open("rb") as handle:
-            schema = pq.read_schema(handle)
+    with _parquet_read(path):
+        if is_local(path):
+            schema = pq.read_schema(path)
+        else:
+            with path.open("rb") as handle:
+                schema = pq.read_schema(handle)
     return json.loads((schema.metadata or {})[b"embedpyramid"])
 
 

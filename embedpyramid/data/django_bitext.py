@@ -22,6 +22,7 @@ import gettext
 import hashlib
 import html
 import re
+import struct
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -63,14 +64,22 @@ def catalogue_files(root: Path, language: str) -> list[Path]:
 
 
 def read_catalogue(path: Path) -> dict[str, str]:
-    """English message id → translation of one ``.mo`` file (context dropped, first plural form)."""
+    """English message id → translation of one ``.mo`` file (context dropped, first plural form).
+
+    A file gettext cannot parse (bad magic, truncated: ``struct.error``, offsets past the end,
+    text not in its declared charset) is refused naming the file and how to restore it."""
     with path.open("rb") as handle:
         try:
             # gettext exposes no public iteration over a catalogue; _catalog is the parsed mapping
             # (Django's own JavaScript catalogue view reads it the same way).
             catalogue = gettext.GNUTranslations(handle)._catalog
-        except OSError as error:
-            raise DataError(f"{path}: not a readable gettext catalogue ({error})") from None
+        except (OSError, struct.error, UnicodeDecodeError, LookupError, ValueError) as error:
+            detail = (error.strerror or "") if isinstance(error, OSError) and error.errno == 0 else str(error)
+            raise DataError(
+                f"{path}: not a readable gettext catalogue ({' '.join(detail.split())}: the file is corrupt or "
+                "truncated); reinstall Django (pip install --force-reinstall django) or remove that language "
+                "from the dataset's languages in datasets.yaml"
+            ) from None
     messages: dict[str, str] = {}
     for key, translation in catalogue.items():
         if isinstance(key, tuple):

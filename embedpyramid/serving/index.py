@@ -21,6 +21,7 @@ an older layout, or a file removed by hand) counts as absent and is rebuilt.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -34,13 +35,14 @@ import numpy as np
 
 from embedpyramid.serving.specs import MIN_POINTS_PER_CENTROID, IndexSpec, resolve_factory
 from embedpyramid.serving.vectors import binarize, prepared_vectors, symmetric_int8_index
-from embedpyramid.store import StorePath, is_local, read_json, remove_tree, write_bytes, write_json
+from embedpyramid.store import CorruptFileError, StorePath, is_local, read_json, remove_tree, write_bytes, write_json
 from embedpyramid.usage import PeakRss
 
 AnnIndex = faiss.Index | faiss.IndexBinary
 
 INDEX_FILE = "index.faiss"
 MANIFEST_FILE = "manifest.json"
+_FAISS_LOCATION = re.compile(r"^Error in .*? at \S+:\d+: ", re.DOTALL)
 _FAISS_METRICS = {"inner_product": faiss.METRIC_INNER_PRODUCT, "cosine": faiss.METRIC_INNER_PRODUCT,
                   "l2": faiss.METRIC_L2}
 
@@ -235,13 +237,25 @@ def save_index(built: BuiltIndex, path: StorePath) -> StorePath:
 
 
 def load_index(path: StorePath, spec: IndexSpec) -> BuiltIndex:
-    """Read an index written by :func:`save_index`; refuse one built from a different spec."""
+    """Read an index written by :func:`save_index`; refuse one built from a different spec, and
+    one whose index or manifest is damaged (:class:`~embedpyramid.store.CorruptFileError`, naming
+    the file and the folder to delete so that it is rebuilt)."""
     if not index_complete(path):
         raise FileNotFoundError(f"{path}: no complete saved index (index and manifest) here; it is rebuilt when needed")
-    manifest = read_json(manifest_path(path))
-    stored = IndexSpec.model_validate(manifest.pop("spec"))
+    rebuild = f"delete the folder {path} and rerun: the index is rebuilt from the cached vectors"
+    try:
+        manifest = read_json(manifest_path(path))
+        stored = IndexSpec.model_validate(manifest.pop("spec"))
+        manifest.pop("bytes_per_vector")
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        detail = " ".join(str(error).split()) if not isinstance(error, KeyError) else f"no {error} entry"
+        raise CorruptFileError(f"{manifest_path(path)}: not a readable index manifest ({detail}); {rebuild}") from None
     if stored.identity() != spec.identity():
         raise ValueError(f"{path} was built from {stored.identity()}, not from {spec.describe()} {spec.identity()}")
-    manifest.pop("bytes_per_vector")
     manifest["training_findings"] = tuple(manifest.get("training_findings", ()))
-    return BuiltIndex(spec=spec, index=_deserialize_index(spec, (path / INDEX_FILE).read_bytes()), **manifest)
+    try:
+        index = _deserialize_index(spec, (path / INDEX_FILE).read_bytes())
+    except RuntimeError as error:  # FAISS: "Error in <function> at <file>.cpp:<line>: <what>"
+        detail = " ".join(_FAISS_LOCATION.split(str(error), maxsplit=1)[-1].split())
+        raise CorruptFileError(f"{path / INDEX_FILE}: not a readable FAISS index ({detail}); {rebuild}") from None
+    return BuiltIndex(spec=spec, index=index, **manifest)

@@ -4,9 +4,12 @@ import pytest
 from upath import UPath
 
 from embedpyramid.store import (
+    CORRUPT_ADVICE,
     ArtifactStore,
+    CorruptFileError,
     atomic_path,
     local_file,
+    parquet_file,
     read_frame,
     read_json,
     read_table,
@@ -82,3 +85,33 @@ def test_a_failed_remote_write_leaves_the_previous_object(memory_root):
             raise RuntimeError("interrupted")
     assert target.read_text() == "old"
     assert [p.name for p in memory_root.iterdir()] == ["report.md"]
+
+
+def _read_row_group(path):
+    with parquet_file(path) as parquet:
+        return parquet.read_row_group(0)
+
+
+@pytest.mark.parametrize("reader", [read_frame, read_table, read_table_metadata, _read_row_group])
+@pytest.mark.parametrize(("damage", "detail"), [
+    (lambda content: content[: len(content) // 2], "Parquet magic bytes not found in footer. Either the file is "
+                                                    "corrupted or this is not a parquet file."),
+    (lambda content: b"", "Parquet file size is 0 bytes"),
+])
+def test_a_damaged_parquet_file_is_refused_naming_it_and_what_to_do(tmp_path, reader, damage, detail):
+    path = write_parquet(pa.table({"id": ["a", "b"], "value": [1.0, 2.0]}).replace_schema_metadata(
+        {"embedpyramid": "{}"}), tmp_path / "runs" / "exact.parquet")
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(CorruptFileError) as refused:
+        reader(path)
+    assert str(refused.value) == f"{path}: not a readable Parquet file ({detail}); {CORRUPT_ADVICE}"
+    assert CORRUPT_ADVICE.endswith("delete it and materialize the asset that writes it again (in the Dagster UI, "
+                                   "that partition's Materialize)")
+
+
+def test_a_sound_parquet_file_keeps_its_own_errors(tmp_path):
+    path = write_parquet(pa.table({"id": ["a"]}), tmp_path / "t.parquet")
+    with pytest.raises(pl.exceptions.ColumnNotFoundError):
+        read_frame(path, columns=["nope"])
+    with pytest.raises(FileNotFoundError):
+        read_table(tmp_path / "missing.parquet")

@@ -37,3 +37,22 @@ def test_catalogues_and_unknown_language():
     assert files[0].parts[-5:] == ("conf", "locale", "ko", "LC_MESSAGES", "django.mo") and len(files) > 5
     with pytest.raises(DataError, match="no catalogue for language 'xx'; available: af, ar"):
         load_django_bitext(DjangoBitextDataset(loader="django-bitext", languages=["de", "xx"]))
+
+
+@pytest.mark.parametrize(("content", "detail"), [
+    (lambda real: real[:20], "unpack requires a buffer of 8 bytes"),  # truncated inside the header
+    (lambda real: real[: len(real) // 2], "File is corrupt"),  # offsets past the end
+    (lambda real: b"not a catalogue at all", "Bad magic number"),
+])
+def test_a_corrupt_catalogue_is_refused_naming_the_file_and_the_fix(tmp_path, content, detail):
+    real = (django_directory() / "conf" / "locale" / "ko" / "LC_MESSAGES" / "django.mo").read_bytes()
+    corrupt = tmp_path / "conf" / "locale" / "ko" / "LC_MESSAGES" / "django.mo"
+    corrupt.parent.mkdir(parents=True)
+    corrupt.write_bytes(content(real))
+    (tmp_path / "contrib").mkdir()
+    with pytest.raises(DataError) as refused:
+        load_django_bitext(DjangoBitextDataset(loader="django-bitext", languages=["ko"]), root=tmp_path)
+    assert str(refused.value) == (
+        f"{corrupt}: not a readable gettext catalogue ({detail}: the file is corrupt or truncated); reinstall "
+        "Django (pip install --force-reinstall django) or remove that language from the dataset's languages in "
+        "datasets.yaml")

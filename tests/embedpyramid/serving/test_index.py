@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -9,6 +10,7 @@ import pytest
 
 from embedpyramid.serving import build_index, index_complete, index_file_name, load_index, save_index
 from embedpyramid.serving.index import INDEX_FILE, faiss_thread_limit, manifest_path, serialize_index
+from embedpyramid.store import CorruptFileError
 
 
 def ivf_centroids(built) -> np.ndarray:
@@ -92,6 +94,29 @@ def test_an_index_without_its_manifest_counts_as_absent_and_is_replaced(tmp_path
     built = build_index(spec, documents, seed=0)
     save_index(built, path)
     assert serialize_index(load_index(path, spec).index) == serialize_index(built.index)
+
+
+@pytest.mark.parametrize(("damage", "detail"), [
+    # Cut in half inside the 200 x 16 float32 vectors: 12,800 bytes were due.
+    (lambda data: data[: len(data) // 2], r"Error: 'ret == \(size\)' failed: read error in : \d+ != 12800 \(Success\)"),
+    (lambda data: b"xxxxyyyyzzzz", re.escape('Index type 0x78787878 ("xxxx") not recognized')),
+])
+def test_a_damaged_saved_index_is_refused_naming_the_file_and_the_folder_to_delete(tmp_path, clustered, make_spec,
+                                                                                   damage, detail):
+    documents, _ = clustered(n_docs=200, dim=16)
+    spec = make_spec("idx", factory="Flat", metric="inner_product")
+    path = save_index(build_index(spec, documents, seed=0), tmp_path / index_file_name(spec, "sha", 0))
+    (path / INDEX_FILE).write_bytes(damage((path / INDEX_FILE).read_bytes()))
+    with pytest.raises(CorruptFileError) as refused:
+        load_index(path, spec)
+    assert re.fullmatch(re.escape(f"{path / INDEX_FILE}: not a readable FAISS index (") + detail + re.escape(
+        f"); delete the folder {path} and rerun: the index is rebuilt from the cached vectors"), str(refused.value))
+    # A damaged manifest is refused the same way.
+    save_index(build_index(spec, documents, seed=0), tmp_path / "again")
+    manifest_path(tmp_path / "again").write_text('{"spec": ')
+    with pytest.raises(CorruptFileError, match=r"again/manifest\.json: not a readable index manifest \(Expecting "
+                                               r"value: line 1 column 10 \(char 9\)\); delete the folder .*again"):
+        load_index(tmp_path / "again", spec)
 
 
 def test_two_runs_saving_the_same_index_both_succeed(tmp_path, clustered, make_spec):
