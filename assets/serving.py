@@ -41,10 +41,14 @@ def ann_asset(spec: "IndexSpec") -> dg.AssetsDefinition:
                     "exact, build seconds, bytes, QPS, p50/p95 latency and peak RSS per sweep point.",
     )
     def ann_spec(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-        from embedpyramid.serving.level import FRONTIER_COLUMNS, evaluate_serving
+        from embedpyramid.serving.level import FRONTIER_COLUMNS, evaluate_serving, skipped_cut
 
         part = project.partition(context)
         config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
+        if (reason := skipped_cut(part.store, model, dataset, frozen, config.ann.spec(spec.name))) is not None:
+            context.log.info(reason)
+            return with_provenance(context, project, dg.MaterializeResult(metadata={
+                "not_applicable": dg.MetadataValue.text(reason), "card_key": dg.MetadataValue.text(model.key)}))
         result = evaluate_serving(config, part.store, model, dataset, frozen, config.ann.spec(spec.name))
         summary = result.evaluation.summary
         for finding in result.findings:

@@ -70,12 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--datasets", help="comma-separated dataset names (default: all)")
     status.add_argument("--format", choices=["table", "json"], default="table")
     board = commands.add_parser("leaderboard", help="print the leaderboard from <data>/results.duckdb")
-    board.add_argument("--data", help="data folder (default: $EMBEDPYRAMID_DATA or ./data)")
+    board.add_argument("--data", help="data folder or URL (default: $EMBEDPYRAMID_DATA or <repo>/data, as for run)")
     board.add_argument("--format", choices=["table", "json", "csv"], default="table")
     return parser
 
 
 def _folders(args: argparse.Namespace, root: Path) -> tuple[Path, str]:
+    """The config and data folders of every command: the flags, else the environment, else the
+    checkout's ``configs`` and ``data`` (never the current folder)."""
     configs = Path(getattr(args, "configs", None) or os.environ.get("EMBEDPYRAMID_CONFIGS") or root / "configs")
     data = args.data or os.environ.get("EMBEDPYRAMID_DATA") or str(root / "data")
     return configs, data
@@ -160,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args, argv)
         if args.command == "status":
             return _status(args)
-        data = store_path(args.data or os.environ.get("EMBEDPYRAMID_DATA") or "data")
+        data = store_path(_folders(args, project_root())[1])
         print(format_leaderboard(read_leaderboard(data / "results.duckdb"), args.format))
         return 0
     except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError, CorruptFileError) as error:

@@ -20,7 +20,7 @@ import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset
-from embedpyramid.encode import cached_embedding_path, read_embeddings
+from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings
 from embedpyramid.reports.report import Figure, ReportSection
 from embedpyramid.retrieval.search import search_metric
 from embedpyramid.serving.evaluate import SpecEvaluation, evaluate_spec
@@ -122,6 +122,22 @@ def evaluate_serving(
     write_json({"spec": spec.name, "findings": list(findings)}, directory / "findings.json")
     write_parquet(evaluation.summary.to_arrow(), directory / "summary.parquet")
     return ServingResult(evaluation, tuple(b for b, _ in builds), tuple(paths), tuple(reused), findings)
+
+
+def skipped_cut(store: ArtifactStore, model: ResolvedModel, dataset: str, frozen: FrozenDataset,
+                spec: IndexSpec) -> str | None:
+    """Why ``spec`` is not evaluated for this card (:meth:`IndexSpec.cut_beyond`), or None.
+
+    A skipped spec's earlier results are removed and the reason is kept as its one finding, so
+    the frontier leaves it out and the report lists it.
+    """
+    metadata = read_embedding_metadata(cached_embedding_path(store, model, frozen, "document"))
+    reason = spec.cut_beyond(int(metadata["dim"]))
+    if reason is not None:
+        directory = serving_dir(store, dataset, model.key) / spec.name
+        remove_tree(directory)
+        write_json({"spec": spec.name, "findings": [reason]}, directory / "findings.json")
+    return reason
 
 
 @dataclass(frozen=True)

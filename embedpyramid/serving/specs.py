@@ -118,6 +118,15 @@ class IndexSpec(Strict):
     def describe(self) -> str:
         return f"spec {self.name!r} ({self.kind} {self.factory or ''}".rstrip() + ")"
 
+    def cut_beyond(self, dimension: int) -> str | None:
+        """Why this spec does not apply to vectors of ``dimension`` (None when it does): a cut to
+        as many coordinates as the vectors have, or more, is no Matryoshka cut (the uncut spec
+        measures the same index, or there is nothing to cut to)."""
+        if self.dimension is None or self.dimension < dimension:
+            return None
+        return (f"{self.describe()} cuts to {self.dimension} dimensions, but the card's vectors have {dimension}: "
+                "skipped (a cut must keep fewer dimensions than the vectors have)")
+
     def identity(self) -> dict[str, Any]:
         """What determines the built index: everything but the label, the sweep and the seeds."""
         return {"kind": self.kind, "factory": self.factory, "metric": self.metric, "dimension": self.dimension}

@@ -13,12 +13,14 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 import pytest
 from graph_helpers import beir_folder, quick_protocol, small_ann, toy
 
 from embedpyramid.cli import main
 from embedpyramid.config import load_config
 from pipelines.instance import PID_TAG, DataFolderBusy, DataFolderLock, open_instance
+from pipelines.partitions import model_dataset_key
 from pipelines.runner import run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -266,6 +268,32 @@ def test_no_wait_on_a_busy_folder_answers_before_the_config_loads_or_the_instanc
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_l4_cuts_at_or_above_a_cards_dimension_are_skipped_and_listed(write_configs, tiny, tmp_path):
+    ann = small_ann(flat={"factory": "Flat"}, cut32={"factory": "Flat", "dimension": 32},
+                    cut48={"factory": "Flat", "dimension": 48})
+    folder = write_configs(models={"ngrams": toy(48), "ngrams-24": toy(24)}, datasets=tiny,
+                           protocol=quick_protocol(), ann=ann)
+    instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
+    assert run_pipeline(folder, data, instance=instance).failures == []
+    config = load_config(folder)
+    wide, narrow = config.models["ngrams"].key, config.models["ngrams-24"].key
+    specs = {key: sorted(pl.read_parquet(data / "serving" / "tiny" / key / "summary.parquet")["spec"].unique())
+             for key in (wide, narrow)}
+    assert specs == {wide: ["cut32", "flat"], narrow: ["flat"]}
+    skipped = {
+        (name, spec): f"spec '{spec}' (faiss Flat) cuts to {dim} dimensions, but the card's vectors have {have}: "
+                      "skipped (a cut must keep fewer dimensions than the vectors have)"
+        for name, spec, dim, have in (("ngrams", "cut48", 48, 48), ("ngrams-24", "cut32", 32, 24),
+                                      ("ngrams-24", "cut48", 48, 24))}
+    for (name, spec), reason in skipped.items():
+        record = instance.fetch_materializations(dg.AssetRecordsFilter(
+            dg.AssetKey(f"ann_{spec}"), asset_partitions=[model_dataset_key(name, "tiny")]), limit=1).records[0]
+        assert record.asset_materialization.metadata["not_applicable"].value == reason
+    assert not list((data / "indexes").glob("cut48-*"))  # never built, for either card
+    report = (data / "report" / "report.md").read_text()
+    assert all(f"{reason}." in report for reason in skipped.values())
 
 
 def imported_by(importtime: str) -> dict[str, str | None]:

@@ -125,3 +125,11 @@ def test_index_file_name_is_content_addressed(make_spec):
                 index_file_name(make_spec("hnsw", factory="HNSW32", metric="l2"), "sha-a", 42)}) == 5
     with pytest.raises(ValueError, match="resolve its metric against the card first"):
         index_file_name(make_spec("hnsw", factory="HNSW32"), "sha-a", 42)
+
+
+def test_a_cut_at_or_above_the_vectors_dimension_does_not_apply(make_spec):
+    cut = make_spec("cut", factory="Flat", dimension=256)
+    assert cut.cut_beyond(384) is None and make_spec("flat", factory="Flat").cut_beyond(128) is None
+    assert cut.cut_beyond(128) == ("spec 'cut' (faiss Flat) cuts to 256 dimensions, but the card's vectors have 128: "
+                                   "skipped (a cut must keep fewer dimensions than the vectors have)")
+    assert cut.cut_beyond(256) is not None  # the same index as the uncut spec
