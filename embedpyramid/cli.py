@@ -117,7 +117,8 @@ def _status(args: argparse.Namespace) -> int:
         print(json.dumps([row.__dict__ for row in rows], indent=2))
         return 0
     table = [["dataset", "model", "level", "state", "why"]] + [
-        [row.dataset or "-", row.model or "-", row.level, row.state, row.why] for row in rows]
+        [row.dataset or "-", row.model or "-", row.level, row.state, row.why if args.verbose else row.brief]
+        for row in rows]
     widths = [max(len(line[i]) for line in table) for i in range(4)]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line[:4], widths, strict=True)) + "  " + line[4])

@@ -28,6 +28,7 @@ from typing import Any
 import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
+from embedpyramid.reports.tables import first_few
 from embedpyramid.store import ArtifactStore, StorePath
 from pipelines.automation import (
     dataset_evaluation_job,
@@ -213,6 +214,10 @@ def open_session(
     return Session(config, store, defs, instance, log, verbose)
 
 
+SHOWN = 3
+"""Names a progress or status line shows before "+N more" (all of them with ``--verbose``)."""
+
+
 def run_pipeline(
     configs_dir: str | Path,
     data_dir: str | StorePath,
@@ -246,7 +251,8 @@ def run_pipeline(
             log(f"run {run_id}: its process is gone; marked failed")
         report.config_changes = observe_config(session.instance, session.config)
         if report.config_changes:
-            log(f"config changed: {', '.join(report.config_changes)}")
+            shown = len(report.config_changes) if verbose else SHOWN
+            log(f"config changed: {first_few(report.config_changes, 'settings', shown=shown)}")
         asked = _asked(session, selected_models, selected_datasets)
         signature = graph_signature(session.defs.resolve_asset_graph(), asked)
         if known_fresh(session.instance, signature):
@@ -283,7 +289,7 @@ def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunRep
     if not state.needs_work:
         session.log(f"dataset {dataset}: up to date")
         return True
-    session.log(f"dataset {dataset}: freezing, {_why(state)}")
+    session.log(f"dataset {dataset}: freezing, {_why(state, session.verbose)}")
     result = session.execute(jobs.freeze_job, [jobs.frozen_asset], dataset, tags)
     if not result.success:
         report.failures.append(f"{jobs.frozen_asset}[{dataset}]: {_failure(result, session.verbose)}")
@@ -301,7 +307,7 @@ def _evaluate_dataset(session: Session, dataset: str, tags: dict[str, str], repo
         todo = [state for state in session.states(assets, dataset) if state.needs_work_now]
         if not todo:
             return True
-        session.log(f"dataset {dataset}: {_describe(todo)}")
+        session.log(f"dataset {dataset}: {_describe(todo, session.verbose)}")
         result = session.execute(dataset_evaluation_job.name, [state.asset for state in todo], dataset, tags)
         if not result.success:
             report.failures.append(f"{dataset}: {_failure(result, session.verbose)}")
@@ -320,7 +326,7 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
         todo = [state for state in session.states(assets, str(partition)) if state.needs_work_now]
         if not todo:
             break
-        session.log(f"{label}: {_describe(todo)}")
+        session.log(f"{label}: {_describe(todo, session.verbose)}")
         result = session.execute(jobs.evaluate_job, [state.asset for state in todo], partition, tags)
         for materialization in _materializations(result):
             name = materialization.asset_key.to_user_string()
@@ -358,7 +364,7 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
             report.summary_skipped = "no (model, dataset) partition of the current cards is evaluated yet"
             session.log(f"summary skipped: {report.summary_skipped}")
             return
-        session.log(f"summary: {_describe(todo)}")
+        session.log(f"summary: {_describe(todo, session.verbose)}")
         result = session.execute(summary_job.name, [state.asset for state in todo], None, tags)
         if not result.success:
             report.failures.append(f"summary: {_failure(result, session.verbose)}")
@@ -374,18 +380,20 @@ def _any_evaluated(session: Session) -> bool:
     )
 
 
-def _describe(states: Sequence[AssetState]) -> str:
-    """What a wave materializes and why, grouped by reason: "never materialized: a, b; stale
-    (config/measures has a new data version): c"."""
+def _describe(states: Sequence[AssetState], verbose: bool = False) -> str:
+    """What a wave materializes and why, grouped by reason, upstream first: "never materialized:
+    28 assets: a, b, c +25 more; stale (config/measures has a new data version): d" (every name
+    when ``verbose``)."""
     by_reason: dict[str, list[str]] = {}
     for state in states:
-        by_reason.setdefault(_why(state), []).append(state.asset)
-    return "; ".join(f"{reason}: {', '.join(assets)}" for reason, assets in by_reason.items())
+        by_reason.setdefault(_why(state, verbose), []).append(state.asset)
+    return "; ".join(f"{reason}: {first_few(assets, 'assets', shown=len(assets) if verbose else SHOWN)}"
+                     for reason, assets in by_reason.items())
 
 
-def _why(state: AssetState) -> str:
+def _why(state: AssetState, verbose: bool = False) -> str:
     if state.state == "stale":
-        return f"stale ({', '.join(state.causes)})"
+        return f"stale ({first_few(state.causes, 'causes', shown=len(state.causes) if verbose else SHOWN)})"
     return {"missing": "never materialized", "failed": "its last run failed", "fresh": "fresh"}[state.state]
 
 
@@ -420,13 +428,22 @@ def _failure(result: dg.ExecuteInProcessResult, verbose: bool = False) -> str:
 @dataclass(frozen=True)
 class LevelStatus:
     """One row of ``embedpyramid status``: a pyramid level (Dagster asset group) of one dataset ×
-    card (the dataset alone for ``data``, neither for ``summary``), its state and why."""
+    card (the dataset alone for ``data``, neither for ``summary``), its state and why: ``why``
+    in full, ``reasons`` each root cause with the assets it reaches, :attr:`brief` for a line."""
 
     dataset: str | None
     model: str | None
     level: str
     state: str
     why: str
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def brief(self) -> str:
+        """``why`` short enough for a table cell: the first causes, each with its first assets,
+        and how many more."""
+        causes = [f"{reason} ({first_few(assets)})" for reason, assets in self.reasons.items()]
+        return first_few(causes, "causes", separator="; ")
 
 
 _SEVERITY = ("failed", "stale", "missing", "fresh")
@@ -443,8 +460,9 @@ def level_status(dataset: str | None, model: str | None, level: str, states: Seq
                    "fresh": []}[state.state]
         for reason in reasons:
             by_reason.setdefault(reason, []).append(state.asset)
+    reasons = {reason: sorted(assets) for reason, assets in sorted(by_reason.items())}
     return LevelStatus(dataset, model, level, worst,
-                       "; ".join(f"{reason} ({', '.join(sorted(assets))})" for reason, assets in sorted(by_reason.items())))
+                       "; ".join(f"{reason} ({', '.join(assets)})" for reason, assets in reasons.items()), reasons)
 
 
 def pending_states(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[AssetState]:

@@ -283,6 +283,17 @@ def clip_text(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def first_few(items: Sequence[str], noun: str | None = None, *, shown: int = 3, separator: str = ", ") -> str:
+    """A list short enough for one line: every item when there are at most ``shown``, else the
+    count, the first ``shown`` and how many more — ``42 settings: a, b, c +39 more`` (without a
+    ``noun``: ``a, b, c +39 more``). Where the whole list is wanted (``--verbose``, JSON), pass
+    ``shown=len(items)``."""
+    if len(items) <= shown:
+        return separator.join(items)
+    listed = f"{separator.join(items[:shown])} +{len(items) - shown} more"
+    return f"{len(items)} {noun}: {listed}" if noun else listed
+
+
 def confidence_label(table: pl.DataFrame) -> str:
     """The interval level(s) of a table with a ``confidence`` column, e.g. ``95%``."""
     levels = sorted(table["confidence"].unique().to_list())

@@ -25,7 +25,7 @@ from embedpyramid.reports import (
     write_report,
 )
 from embedpyramid.reports.environment import environment_section
-from embedpyramid.reports.tables import escape_markdown, hsd_pairs_summary, leaderboard_tables
+from embedpyramid.reports.tables import escape_markdown, first_few, hsd_pairs_summary, leaderboard_tables
 from embedpyramid.reports.verdict import dataset_verdicts
 from embedpyramid.stats.compare import (
     ComparisonSettings,
@@ -393,3 +393,9 @@ def test_further_sections_follow_the_comparisons_with_their_tables_and_figures(t
     assert "Norm summary" in markdown and "(figures/norms-m.svg)" in markdown
     files = write_report(tmp_path, report)
     assert tmp_path / "figures" / "norms-m.svg" in files.figures
+
+
+def test_first_few_counts_what_it_leaves_out():
+    assert first_few(["a", "b", "c"], "settings") == "a, b, c"
+    assert first_few(["a", "b", "c", "d", "e"], "settings") == "5 settings: a, b, c +2 more"
+    assert first_few(["a", "b", "c", "d"], separator="; ", shown=1) == "a +3 more"
