@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -39,7 +39,7 @@ from embedpyramid.store import StorePath, store_path, write_text
 _PAIR_KEYS = ["dataset", "system", "model_a", "model_b"]
 _STYLE = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2rem auto;
-       max-width: 1200px; padding: 0 1rem; color: #222; line-height: 1.4; }
+       max-width: 1320px; padding: 0 1rem; color: #222; line-height: 1.4; }
 h1, h2, h3 { line-height: 1.2; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.85rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
@@ -47,6 +47,17 @@ th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 th { background: #f2f2f2; }
 tbody tr:nth-child(even) { background: #fafafa; }
 figure { margin: 1rem 0 2rem; overflow-x: auto; }
+svg { max-width: 100%; height: auto; }
+.table { overflow-x: auto; max-width: 100%; }
+td { overflow-wrap: break-word; }
+p, li, figcaption, summary, h1, h2, h3 { overflow-wrap: anywhere; }
+details { border-top: 1px solid #ddd; padding: 0.25rem 0; }
+details[open] { padding-bottom: 1rem; }
+summary { cursor: pointer; }
+summary > h2, summary > h3 { display: inline; }
+a.to-contents { position: fixed; right: 1rem; bottom: 1rem; background: #fff; border: 1px solid #2166ac;
+                border-radius: 4px; padding: 0.3rem 0.6rem; color: #2166ac; text-decoration: none; }
+@media (max-width: 600px) { body { margin: 1rem auto; } table { font-size: 0.75rem; } }
 figcaption { font-size: 0.85rem; color: #555; }
 p.note { color: #444; font-size: 0.9rem; }
 p.verdict { font-size: 1.05rem; border-left: 4px solid #2166ac; padding-left: 0.75rem; }
@@ -108,9 +119,13 @@ class Figure:
 
 @dataclass(frozen=True)
 class _Heading:
+    """A heading; a ``folded`` one opens, in HTML, a closed ``<details>`` that holds everything
+    up to the next heading of its level or above."""
+
     level: int
     text: str
     anchor: str = ""
+    folded: bool = False
 
 
 @dataclass(frozen=True)
@@ -197,25 +212,45 @@ def render_markdown(report: ComparisonReport, *, figures_dir: str = "figures") -
 
 def render_html(report: ComparisonReport) -> str:
     """The report as one self-contained HTML page: inline CSS and SVG, no scripts, no links
-    but to its own anchors."""
-    parts = []
+    but to its own anchors.
+
+    It fits the window: wide tables scroll inside their own box, figures shrink to the page,
+    long words break. The sections of each model and each model pair (a further section, one
+    pair's regressions) are folded into ``<details>``, so the page opens on the verdict and the
+    shared tables; a "Contents" link stays in the corner of the window.
+    """
+    parts = ['<a class="to-contents" href="#contents">↑ Contents</a>']
+    folds: list[int] = []  # levels of the open <details>, innermost last
+
+    def close_folds(level: int) -> None:
+        while folds and folds[-1] >= level:
+            parts.append("</details>")
+            folds.pop()
+
     for block in _blocks(report):
         match block:
-            case _Heading(level, text, anchor):
+            case _Heading(level, text, anchor, folded):
+                close_folds(level)
                 identifier = f' id="{anchor}"' if anchor else ""
-                parts.append(f"<h{level}{identifier}>{html.escape(text)}</h{level}>")
+                if folded:
+                    parts.append(f"<details{identifier}><summary><h{level}>{html.escape(text)}</h{level}></summary>")
+                    folds.append(level)
+                else:
+                    parts.append(f"<h{level}{identifier}>{html.escape(text)}</h{level}>")
             case _Paragraph(text, style):
                 parts.append(f'<p class="{style}">{html.escape(text)}</p>')
             case _Links(items):
                 links = "".join(f'<li><a href="#{anchor}">{html.escape(text)}</a></li>' for anchor, text in items)
                 parts.append(f"<ul>{links}</ul>")
             case _Table(frame):
-                parts.append(html_table(frame) if frame.height else "<p><em>No rows.</em></p>")
+                parts.append(f'<div class="table">{html_table(frame)}</div>' if frame.height
+                             else "<p><em>No rows.</em></p>")
             case Figure(_, caption, svg):
                 # An HTML parser puts inline <svg> in the SVG namespace by itself.
                 inline = svg.replace(f' xmlns="{SVG_NAMESPACE}"', "", 1)
                 caption_html = f"<figcaption>{html.escape(caption)}</figcaption>"
                 parts.append(f"<figure>\n{inline}{caption_html}\n</figure>")
+    close_folds(0)
     body = "\n".join(parts)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -298,7 +333,7 @@ def _blocks(report: ComparisonReport) -> list[_Block]:
     for blocks in sections:
         heading = blocks[0]
         assert isinstance(heading, _Heading)
-        linked.append([_Heading(heading.level, heading.text, _anchor(heading.text, anchors)), *blocks[1:]])
+        linked.append([replace(heading, anchor=_anchor(heading.text, anchors)), *blocks[1:]])
     contents = [(block.anchor, block.text) for blocks in linked for block in blocks[:1] if isinstance(block, _Heading)]
     verdicts = [_Paragraph(text, "verdict") for text in report.verdicts] or [_Paragraph("No model pairs to compare.")]
     return [
@@ -312,7 +347,7 @@ def _blocks(report: ComparisonReport) -> list[_Block]:
 
 
 def _section_blocks(section: ReportSection) -> list[_Block]:
-    blocks: list[_Block] = [_Heading(2, section.title), _Paragraph(section.intro)]
+    blocks: list[_Block] = [_Heading(2, section.title, folded=True), _Paragraph(section.intro)]
     for caption, frame in section.tables:
         blocks += [_Paragraph(caption), _Table(frame)]
     return blocks + list(section.figures)
@@ -350,7 +385,7 @@ def _regression_blocks(regressions: pl.DataFrame) -> list[_Block]:
     for (dataset, system, model_a, model_b), pair in regressions.partition_by(
         _PAIR_KEYS, as_dict=True, maintain_order=True
     ).items():
-        blocks.append(_Heading(3, f"{model_b} − {model_a} ({dataset} · {system})"))
+        blocks.append(_Heading(3, f"{model_b} − {model_a} ({dataset} · {system})", folded=True))
         for direction, title in (("regression", "Regressions"), ("improvement", "Improvements")):
             listed = pair.filter(pl.col("direction") == direction)
             table = pl.DataFrame(
