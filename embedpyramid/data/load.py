@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pyarrow.compute as pc
 
 from embedpyramid.config import (
+    AnyDataset,
     BeirDataset,
     ChatterbotDataset,
     DjangoBitextDataset,
@@ -87,11 +89,23 @@ def load_task_dataset(config: ProjectConfig, name: str) -> TaskTables:
         available = [c for c in items.column_names if c not in reserved]
         raise DataError(f"datasets.yaml: datasets.{name}: slice/group columns {missing} are not columns of its "
                         f"items; available: {', '.join(available) or 'none'}")
-    # Imported here: the task families build on the frozen tables of this package.
-    from embedpyramid.tasks.level import check_task_settings
-
-    check_task_settings(spec, tables, f"{config.directory / 'datasets.yaml'}: datasets.{name}")
+    _check_task_settings(spec, tables, f"{config.directory / 'datasets.yaml'}: datasets.{name}")
     return tables
+
+
+def _check_task_settings(spec: AnyDataset, tables: TaskTables, where: str) -> None:
+    """Refuse task settings the items cannot honour (a classification ``k`` above a training
+    fold, a bitext neighbourhood above a language pair's targets), naming ``where`` and the
+    allowed range: when the dataset is loaded to be frozen, before any encode."""
+    # Imported here: the task families build on this package (and only these two read sizes).
+    if spec.task == "classification":
+        from embedpyramid.tasks.classification import check_classification
+
+        check_classification(pl.from_arrow(tables.texts).select("text_id", "label"), spec.task_settings, where)
+    elif spec.task == "bitext" and tables.pairs is not None:
+        from embedpyramid.tasks.bitext import check_bitext
+
+        check_bitext(pl.from_arrow(tables.pairs), spec.task_settings, where)
 
 
 def source_files(config: ProjectConfig, name: str) -> list[Path]:

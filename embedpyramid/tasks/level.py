@@ -28,7 +28,7 @@ from embedpyramid.config import (
     ResolvedModel,
 )
 from embedpyramid.config.tasks import task_family_module
-from embedpyramid.data import FrozenDataset, TaskTables, task_encoding_inputs
+from embedpyramid.data import FrozenDataset, task_encoding_inputs
 from embedpyramid.encode import EmbeddingTable, Encoder, Progress, embed_table, read_embeddings
 from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata, write_parquet
 from embedpyramid.tasks.common import TaskError, TaskResult
@@ -76,18 +76,6 @@ def evaluate_task(spec: DatasetEntry, frozen: FrozenDataset, vectors: TextVector
         return evaluate(pairs, vectors, dataset=dataset, model=model)
     assert isinstance(settings, PairClassificationSettings | BitextSettings)
     return evaluate(pairs, vectors, settings, dataset=dataset, model=model)
-
-
-def check_task_settings(spec: DatasetEntry, tables: TaskTables, where: str) -> None:
-    """Refuse task settings a dataset's items cannot honour (a classification ``k`` above a
-    training fold, a bitext neighbourhood above a language pair's targets), naming ``where``
-    (the file and the entry) and the allowed range: run when the dataset is loaded to be
-    frozen, before any encode."""
-    if spec.task == "classification":
-        texts = pl.from_arrow(tables.texts).select("text_id", "label")
-        _family_function(spec.task, "check")(texts, spec.task_settings, where)
-    elif spec.task == "bitext" and tables.pairs is not None:
-        _family_function(spec.task, "check")(pl.from_arrow(tables.pairs), spec.task_settings, where)
 
 
 def compare_task(task: str, predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int = 10_000,
