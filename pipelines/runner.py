@@ -234,8 +234,8 @@ def run_pipeline(
 
     ``models`` are card names or keys. ``wait=False`` refuses to queue behind another process
     that holds the data folder (:class:`pipelines.instance.DataFolderBusy`), at once: the lock
-    is taken before the config is read. ``command`` (the
-    CLI's arguments) is recorded in every run's tags.
+    is taken before the config is read. ``command`` (the CLI's arguments) is recorded in every
+    run's tags; ``verbose`` also lists every name in the progress lines.
     """
     store = ArtifactStore.at(data_dir)
     report = RunReport()
