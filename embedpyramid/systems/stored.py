@@ -21,7 +21,7 @@ import polars as pl
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.config.systems import EXACT, AnnReference, BiEncoderSystem, parse_ann_reference
 from embedpyramid.data import FrozenDataset, encoding_inputs, open_frozen
-from embedpyramid.encode import Encoder, cached_embedding_path, embed_table, read_embeddings
+from embedpyramid.encode import Encoder, cached_embedding_path, embed_table, read_embedding_metadata, read_embeddings
 from embedpyramid.retrieval.search import search_metric
 from embedpyramid.store import ArtifactStore, read_frame
 from embedpyramid.systems.first_stage import ann_first_stage
@@ -119,6 +119,9 @@ def _ann_run(config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, 
     spec, _ = resolve_metric(config.ann.spec(reference.spec), search_metric(model.similarity, model.card.normalize),
                              model.card.normalize)
     document_path = cached_embedding_path(store, model, frozen, "document")
+    if (skipped := spec.cut_beyond(int(read_embedding_metadata(document_path)["dim"]))) is not None:
+        raise ValueError(f"ann:{reference.spec} is not built for {model.key}: {skipped}; read another spec or "
+                         "the exact run for this card")
     path = stored_index_path(store, model, document_path, spec, build_seeds(spec, settings)[0])
     if not index_complete(path):
         raise ValueError(f"the index of ann:{reference.spec} for {model.key} is not built ({path}): materialize "

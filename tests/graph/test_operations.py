@@ -295,6 +295,13 @@ def test_l4_cuts_at_or_above_a_cards_dimension_are_skipped_and_listed(write_conf
     report = (data / "report" / "report.md").read_text()
     assert all(f"{reason}." in report for reason in skipped.values())
 
+    # An L5 system that reads a skipped cut says so, instead of asking for the L4 asset.
+    with_systems = write_configs("with-systems", models={"ngrams": toy(48)}, datasets=tiny, protocol=quick_protocol(),
+                                 ann=ann, systems={"systems": {"fused": {"kind": "rrf", "inputs": ["exact", "ann:cut48"]}}})
+    (failure,) = run_pipeline(with_systems, tmp_path / "data-systems", instance=dg.DagsterInstance.ephemeral()).failures
+    assert failure.endswith(f"ann:cut48 is not built for {wide}: {skipped[('ngrams', 'cut48')]}; read another spec or "
+                            "the exact run for this card")
+
 
 def imported_by(importtime: str) -> dict[str, str | None]:
     """Each module of a ``python -X importtime`` trace with the module that imported it (children
