@@ -27,7 +27,13 @@ from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.tables import comparison_summary
 from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
 from embedpyramid.retrieval.level import PER_QUERY_SCHEMA
-from embedpyramid.stats.compare import COMPARISON_SCHEMA, HSD_SCHEMA, compare_models
+from embedpyramid.stats.compare import (
+    COMPARISON_SCHEMA,
+    HSD_PAIR_SCHEMA,
+    HSD_SCHEMA,
+    compare_models,
+    tukey_hsd_tables,
+)
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
 from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA
 from embedpyramid.tasks.level import compare_task, read_task_result, task_groups, task_items, tasks_dir
@@ -45,6 +51,7 @@ PAIR_SANITY_SCHEMA: dict[str, pl.DataType] = {
 TASK_TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "task_per_item": PER_QUERY_SCHEMA, "task_summary": SUMMARY_SCHEMA, "task_comparisons": COMPARISON_SCHEMA,
     "task_statistic_comparisons": STATISTIC_COMPARISON_SCHEMA, "pair_sanity": PAIR_SANITY_SCHEMA,
+    "task_hsd": HSD_SCHEMA, "task_hsd_pairs": HSD_PAIR_SCHEMA,
 }
 """The tables of the task summary, each also a view of ``results.duckdb`` under the same name."""
 FAMILY_TITLES = {
@@ -110,6 +117,9 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
         if per_item.height:
             settings = replace(config.comparison_settings(dataset), report_metric=PER_ITEM_METRIC, length_buckets=())
             parts["task_comparisons"].append(compare_models(per_item, items, settings))
+            hsd, hsd_pairs = tukey_hsd_tables(per_item, items, settings, PER_ITEM_METRIC)
+            parts["task_hsd"].append(hsd)
+            parts["task_hsd_pairs"].append(hsd_pairs)
         for key in sorted(results):
             if key != baseline:
                 statistics = compare_task(spec.task, results[baseline].predictions, results[key].predictions,
@@ -129,8 +139,8 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
                       "model": model.key, "task": task}], schema=PAIR_SANITY_SCHEMA))
     tables = {name: pl.concat(frames, how="vertical_relaxed").cast(TASK_TABLE_SCHEMAS[name]) if frames
               else pl.DataFrame(schema=TASK_TABLE_SCHEMAS[name]) for name, frames in parts.items()}
-    paired = dataset_verdicts(tables["task_comparisons"], pl.DataFrame(schema=HSD_SCHEMA), power=comparison.power,
-                              detectable_delta=comparison.detectable_delta)
+    paired = dataset_verdicts(tables["task_comparisons"], tables["task_hsd"], power=comparison.power,
+                              detectable_delta=comparison.detectable_delta, hsd_pairs=tables["task_hsd_pairs"])
     tasks = {name: spec.task for name, spec in config.task_datasets.items()}
     # A task dataset has several systems (kNN and probe, nearest/margin/CSLS): say which one.
     paired_verdicts = []

@@ -246,11 +246,18 @@ def test_hsd_section_shows_groups_rank_intervals_and_simultaneous_intervals():
     assert "## Model groups: nDCG@10 (Tukey HSD)" in markdown
     assert "| chat | c | 40 |" in markdown and "| 1 |" in markdown  # c ranks first, alone
     assert hsd_pairs_summary(pairs)["different"].to_list() == ["no", "yes", "yes"]
-    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, power=0.8, detectable_delta=0.02)
-    # c beats the baseline a in the confirmatory family; the HSD puts a and b together.
-    assert (verdict.winner, verdict.second, verdict.family_size) == ("c", "a", 2)
-    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins over a (Δ = +0.")
-    assert verdict.text().endswith("Tukey HSD groups (all pairs at once, more conservative): a: c; b: b, a.")
+    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, power=0.8, detectable_delta=0.02,
+                                hsd_pairs=pairs)
+    # The HSD ranks c first alone and puts a and b together: c wins, by its margin over the
+    # runner-up b (the higher mean of the other two), with the simultaneous interval of that pair.
+    runner_up = hsd.row(1, named=True)
+    b_c = pairs.filter((pl.col("model_a") == "b") & (pl.col("model_b") == "c")).row(0, named=True)
+    assert runner_up["model"] == "b" and hsd.row(0, named=True)["rank_high"] == 1
+    assert (verdict.winner, verdict.second, verdict.family_size, verdict.interval) == ("c", "b", 3, "simultaneous")
+    assert (verdict.delta, verdict.ci_low, verdict.p_adjusted) == (b_c["mean_delta"], b_c["ci_low"], b_c["p_value"])
+    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins, better than every other model")
+    assert verdict.text().endswith("Better than the baseline a (Holm, confirmatory family): c. "
+                                   "Tukey HSD groups: a: c; b: b, a.")
 
 
 def test_environment_record_lists_cards_datasets_conventions_packages_and_machine():
