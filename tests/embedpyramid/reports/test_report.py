@@ -133,6 +133,8 @@ def test_key_table_lists_every_pair_and_metric_over_all_queries():
     assert first["family"] == "confirmatory (Holm, 1)" and summary.row(1, named=True)["family"].startswith("exploratory (BH")
     assert first["d_z"] == f"{everything['d_z']:+.2f}" and first["p (t-test)"] and first["CI MC error"].startswith("±")
     assert first["decision"] in ("better", "worse", "not significant")
+    # The interval beside the adjusted p is the unadjusted one, and says so.
+    assert first["unadjusted 95% CI"] == f"[{everything['ci_low']:+.4f}, {everything['ci_high']:+.4f}]"
 
 
 def test_slice_summary_shows_small_slices_flagged():
@@ -160,6 +162,7 @@ def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
         else:
             assert stroke == {"better": "#1b7837", "worse": "#b2182b", "not significant": "#4d4d4d"}[row["decision"]]
     assert "small slice: not coloured" in svg and "B better (adjusted p ≤ α)" in svg
+    assert "mean and unadjusted 95% bootstrap interval" in svg
     with pytest.raises(ValueError, match="no comparisons for metric 'MAP@10'"):
         forest_plot_svg(REPORT.comparisons, "MAP@10")
 
