@@ -7,13 +7,16 @@ statistic comparisons of :func:`~embedpyramid.tasks.level.compare_task`, and the
 The per-item metric of every family that has per-item rows is ``accuracy`` (pair
 classification, classification, bitext): it is the confirmatory metric of a task dataset, so
 each (dataset, system) gets a verdict. STS and clustering have no per-item mean (a correlation,
-a clustering score): their verdict reads the statistic bootstrap of the primary statistic
-(``spearman``, ``v_measure``), unadjusted, and says so.
+a clustering score): their verdict reads the paired statistic bootstrap of the primary statistic
+(``spearman``, ``v_measure``) — its p-value, the percentile interval inverted
+(:func:`~embedpyramid.stats.paired_statistic_bootstrap`), Holm-adjusted over every pair of the
+task family (all its datasets, systems and splits) — and decides with the retrieval verdict's
+words: ``better``/``worse`` at the adjusted p, otherwise "no detectable difference". The interval
+quoted beside the adjusted p is the unadjusted one, and says so.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,8 +30,10 @@ from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.tables import comparison_summary
 from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
 from embedpyramid.retrieval.level import PER_QUERY_SCHEMA
+from embedpyramid.stats import holm_adjust
 from embedpyramid.stats.compare import (
     COMPARISON_SCHEMA,
+    DECISIONS,
     HSD_PAIR_SCHEMA,
     HSD_SCHEMA,
     compare_models,
@@ -126,8 +131,6 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
                                           n_resamples=comparison.n_resamples, confidence=comparison.confidence,
                                           seed=comparison.seed, groups=task_groups(items, spec))
                 parts["task_statistic_comparisons"].append(statistics)
-                if spec.task in PRIMARY_STATISTIC:
-                    verdicts += statistic_verdicts(statistics, PRIMARY_STATISTIC[spec.task], spec.task)
     for dataset in [*config.datasets, *config.task_datasets]:
         task = config.task_datasets[dataset].task if dataset in config.task_datasets else "retrieval"
         for model in config.models.values():
@@ -142,6 +145,10 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
     paired = dataset_verdicts(tables["task_comparisons"], tables["task_hsd"], power=comparison.power,
                               detectable_delta=comparison.detectable_delta, hsd_pairs=tables["task_hsd_pairs"])
     tasks = {name: spec.task for name, spec in config.task_datasets.items()}
+    for task, metric in PRIMARY_STATISTIC.items():
+        family = tables["task_statistic_comparisons"].filter(
+            pl.col("dataset").is_in([name for name, kind in tasks.items() if kind == task]))
+        verdicts += statistic_verdicts(family, metric, task)
     # A task dataset has several systems (kNN and probe, nearest/margin/CSLS): say which one.
     paired_verdicts = []
     for verdict in paired:
@@ -151,22 +158,29 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore) -> TaskSummary:
 
 
 def statistic_verdicts(statistics: pl.DataFrame, metric: str, task: str) -> list[dict[str, Any]]:
-    """One verdict per model pair from the statistic bootstrap of ``metric`` over all items."""
+    """One verdict per model pair from the paired statistic bootstrap of ``metric``: the rows of
+    ``metric`` in ``statistics`` (one task family) are one Holm family, and each pair's
+    ``decision`` (``better``/``worse`` for model B against A, or ``not significant``) reads its
+    adjusted p at ``1 - confidence``."""
+    rows = statistics.filter(pl.col("metric") == metric)
+    adjusted = holm_adjust(rows["p_value"].to_numpy()) if rows.height else []
+    tests = "1 test" if rows.height == 1 else f"{rows.height} tests"
     verdicts = []
-    for row in statistics.filter(pl.col("metric") == metric).iter_rows(named=True):
+    for row, p_adjusted in zip(rows.iter_rows(named=True), adjusted, strict=True):
         a, b, low, high = row["model_a"], row["model_b"], row["ci_low"], row["ci_high"]
-        if math.isnan(low) or math.isnan(high):
-            outcome = "the interval could not be computed"
-        elif low > 0 or high < 0:
-            outcome = f"{b if low > 0 else a} is better"
-        else:
-            outcome = "no detectable difference"
+        significant = p_adjusted <= 1.0 - row["confidence"]
+        decision = DECISIONS[2] if not significant else DECISIONS[0] if row["delta"] > 0 else DECISIONS[1]
+        outcome = {DECISIONS[0]: f"{b} is better than {a}", DECISIONS[1]: f"{a} is better than {b}"}.get(
+            decision, "no detectable difference")
+        p_text = "< 0.0001" if p_adjusted < 1e-4 else f"= {p_adjusted:.4f}"
         verdicts.append({
             "dataset": row["dataset"], "system": row["system"], "metric": metric, "model_a": a, "model_b": b,
-            "delta": row["delta"], "ci_low": low, "ci_high": high,
-            "text": (f"{row['dataset']} ({task}, {metric} over {row['n']:,} items): {b} − {a} = {row['delta']:+.4f} "
-                     f"[{low:+.4f}, {high:+.4f}] ({row['confidence']:.0%} paired bootstrap of the statistic, "
-                     f"{row['n_resamples']:,} resamples, unadjusted) — {outcome}."),
+            "delta": row["delta"], "ci_low": low, "ci_high": high, "p_value": row["p_value"],
+            "p_adjusted": float(p_adjusted), "family_size": rows.height, "decision": decision,
+            "text": (f"{row['dataset']} ({task}, {metric} over {row['n']:,} items): {b} − {a} = {row['delta']:+.4f}, "
+                     f"unadjusted {row['confidence']:.0%} CI [{low:+.4f}, {high:+.4f}] (paired bootstrap of the "
+                     f"statistic, {row['n_resamples']:,} resamples), p (Holm over the {task} family, {tests}) "
+                     f"{p_text} — {outcome}."),
         })
     return verdicts
 
@@ -228,11 +242,12 @@ def task_report_sections(config: ProjectConfig, summary: TaskSummary | None) -> 
                                                    _with_sd(rows))]
         statistics = summary.tables["task_statistic_comparisons"].filter(pl.col("dataset").is_in(datasets))
         if statistics.height:
-            tables.append(("Paired bootstrap of each whole-set statistic (b − a, same resampled items)",
+            tables.append(("Paired bootstrap of each whole-set statistic (b − a, same resampled items; unadjusted "
+                           "intervals and p-values — the verdicts Holm-adjust the primary statistic's)",
                            statistics.select("dataset", "system", "subset", "split", "metric", "model_a", "model_b",
                                              "n", pl.col("value_a").round(4), pl.col("value_b").round(4),
                                              pl.col("delta").round(4), pl.col("ci_low").round(4),
-                                             pl.col("ci_high").round(4), "resampling")))
+                                             pl.col("ci_high").round(4), "p_value", "resampling")))
         compared = summary.tables["task_comparisons"].filter(pl.col("dataset").is_in(datasets))
         if compared.height:
             tables.append(("Paired comparisons of the per-item values (Holm within the confirmatory family)",
