@@ -1,9 +1,10 @@
+import numpy as np
 import polars as pl
 import pytest
 
 from embedpyramid.reports.verdict import dataset_verdicts
 from embedpyramid.stats import minimum_detectable_effect, queries_needed
-from embedpyramid.stats.compare import ComparisonSettings, compare_models
+from embedpyramid.stats.compare import ComparisonSettings, compare_models, tukey_hsd_tables
 
 
 def per_query(offset: float, n: int = 60) -> pl.DataFrame:
@@ -110,3 +111,30 @@ def test_the_baseline_can_win_and_three_models_without_hsd_tables_are_refused():
     assert "Better than the baseline" not in verdict.text()
     with pytest.raises(ValueError, match="3 models need the Tukey HSD"):
         dataset_verdicts(BCA, pl.DataFrame(), power=0.8, detectable_delta=0.02)
+
+
+def test_the_issues_case_computed_end_to_end_gives_a_top_group_on_every_system():
+    """B and C both far above the baseline A, B and C equal on average: through compare_models
+    and the randomized HSD (two systems, one Holm family of four tests), neither B nor C wins."""
+    rng = np.random.default_rng(3)
+    n, rows = 60, []
+    for system in ("knn", "probe"):
+        base = rng.uniform(0.2, 0.6, n)
+        shared = base + 0.25 + rng.normal(0, 0.05, n)
+        for model, values in (("A", base), ("B", shared + rng.normal(0, 0.05, n)), ("C", shared + rng.normal(0, 0.05, n))):
+            rows += [("d", model, system, f"q{i:03d}", "nDCG@10", float(np.clip(v, 0, 1))) for i, v in enumerate(values)]
+    per_query = pl.DataFrame(rows, schema=["dataset", "model", "system", "query_id", "metric", "value"], orient="row")
+    queries = pl.DataFrame({"query_id": [f"q{i:03d}" for i in range(n)], "text": ["w"] * n})
+    settings = ComparisonSettings(baseline="A", n_resamples=1_000, n_permutations=2_000, report_metric="nDCG@10",
+                                  slice_columns=(), length_buckets=())
+    comparisons = compare_models(per_query, queries, settings)
+    hsd, pairs = tukey_hsd_tables(per_query, queries, settings, "nDCG@10")
+    verdicts = dataset_verdicts(comparisons, hsd, power=0.8, detectable_delta=0.02, hsd_pairs=pairs)
+    assert [v.system for v in verdicts] == ["knn", "probe"]
+    for verdict in verdicts:
+        b_c = pairs.filter((pl.col("system") == verdict.system) & (pl.col("model_a") == "B")).row(0, named=True)
+        assert not b_c["significant"] and verdict.p_adjusted == b_c["p_value"] > 0.05
+        assert verdict.winner is None and set(verdict.top_group) == {"B", "C"} and verdict.second in {"B", "C"}
+        assert verdict.better_than_baseline == verdict.top_group and verdict.delta >= 0
+        assert "top group" in verdict.text() and " wins" not in verdict.text()
+    assert set(comparisons.filter(pl.col("family") == "confirmatory")["family_size"]) == {4}
