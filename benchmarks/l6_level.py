@@ -58,7 +58,7 @@ def rejections(seed: int, n_queries: int, scenario: dict) -> dict[str, bool]:
     return {
         TESTS[0]: likelihood_ratio_test(selected, design, "cluster").p_value <= ALPHA,
         TESTS[1]: wald_test(selected, design, "cluster").p_value <= ALPHA,
-        TESTS[2]: bool(pairwise_comparisons(selected, design, ALPHA)["significant"].any()),
+        TESTS[2]: bool(pairwise_comparisons(selected, design, ALPHA, "cluster")["significant"].any()),
     }
 
 

@@ -81,7 +81,7 @@ def test_when_the_criteria_grade_one_answer_the_lrt_over_rejects_and_the_verdict
         selected, _ = select_by_aic([fit_candidate(c, design, design.full, "cluster") for c in GAUSSIAN])
         counts["lrt"] += likelihood_ratio_test(selected, design, "cluster").p_value <= 0.05
         counts["wald"] += wald_test(selected, design, "cluster").p_value <= 0.05
-        counts["pairs"] += bool(pairwise_comparisons(selected, design, 0.05)["significant"].any())
+        counts["pairs"] += bool(pairwise_comparisons(selected, design, 0.05, "cluster")["significant"].any())
     assert VERDICT_TEST == "wald"
     assert 0.010 <= counts["wald"] / 200 <= 0.090 and 0.010 <= counts["pairs"] / 200 <= 0.090
     assert counts["lrt"] / 200 >= 0.15
