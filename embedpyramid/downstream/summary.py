@@ -34,6 +34,7 @@ from embedpyramid.downstream.level import (
     read_downstream,
     write_downstream,
 )
+from embedpyramid.downstream.likelihood_ratio import VERDICT_TEST
 from embedpyramid.inputs import DOWNSTREAM_ANSWERS, SummaryInputs
 from embedpyramid.reports.report import Figure, ReportSection
 from embedpyramid.stats.compare import COMPARISON_SCHEMA, ComparisonSettings, compare_models
@@ -247,23 +248,25 @@ def _fmt_p(p: float | None) -> str:
 
 
 def _verdict(analysis: GradeAnalysis) -> str:
-    """Does the answer quality differ by model: the chosen model's LRT, the letters, the best model."""
+    """Does the answer quality differ by model: the chosen model's Wald test with the configured
+    covariance (clustered on the query by default: it holds its level when the criteria of one
+    answer are correlated, where the likelihood-ratio test does not), the letters, the best model."""
     dataset, system = analysis.manifest["dataset"], analysis.manifest["system"]
     overall = analysis.descriptive.filter(pl.col("criterion") == "all").sort("mean", descending=True)
     if len(analysis.manifest["models"]) < 2:
         return (f"{dataset} · {system}: one model only ({analysis.manifest['models'][0]}, mean grade "
                 f"{overall['mean'][0]:.2f}); nothing to compare.")
-    lrt = analysis.omnibus.filter(pl.col("test") == "likelihood ratio")
-    if lrt.is_empty():
+    omnibus = analysis.omnibus.filter(pl.col("test") == VERDICT_TEST)
+    if omnibus.is_empty():
         return f"{dataset} · {system}: {analysis.manifest['selection']}"
-    test = lrt.row(0, named=True)
+    test = omnibus.row(0, named=True)
     alpha = analysis.manifest["settings"]["alpha"]
     differs = test["p_value"] <= alpha
     letters = ", ".join(f"{row['model']} {row['letters']}" for row in analysis.letters.iter_rows(named=True))
     best = overall.row(0, named=True)
     return (f"{dataset} · {system}: the answer quality {'differs' if differs else 'does not detectably differ'} by "
-            f"model (likelihood ratio χ²({test['df']}) = {test['statistic']:.1f}, p = {_fmt_p(test['p_value'])}, "
-            f"α = {alpha}, {test['candidate']}); highest mean grade {best['model']} {best['mean']:.2f} "
+            f"model (Wald χ²({test['df']}) = {test['statistic']:.1f}, p = {_fmt_p(test['p_value'])}, "
+            f"α = {alpha}, {test['candidate']}, {test['note']}); highest mean grade {best['model']} {best['mean']:.2f} "
             f"(SD {best['sd']:.2f}); letter groups: {letters or 'none'}.")
 
 

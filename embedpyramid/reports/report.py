@@ -325,7 +325,9 @@ def _settings_note(comparisons: pl.DataFrame) -> str:
             "every other metric, slice and pair")
         families.append(f"{dataset}, {family}: {what} — {rows.height} tests, {adjustment}")
     return (
-        "Deltas are B − A per query (A is the baseline). Intervals: paired bootstrap, "
+        "Deltas are B − A per query (A is the baseline). Intervals: paired bootstrap, unadjusted (each interval "
+        "holds its level on its own, not jointly over the family; the adjusted p-value is the family's decision, "
+        "and the Tukey HSD table gives simultaneous intervals), "
         f"{confidence_label(comparisons)} {interval_method(comparisons)}, {first['n_resamples']:,} resamples, seed "
         f"{first['seed']}, resampling by {first['resampling']}; † marks a BCa interval where the studentized "
         "one would be unbounded (too few distinct deltas); 'CI MC error' is the Monte-Carlo error of the ends. d_z: mean delta / sd of the deltas. p (sign-flip): two-sided paired sign-flip test "

@@ -199,7 +199,8 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
     tables = {name: pl.concat(frames) if frames else pl.DataFrame(schema=TABLE_SCHEMAS[name])
               for name, frames in parts.items()}
     verdicts = dataset_verdicts(tables["comparisons"].filter(pl.col("system") == EXACT), tables["hsd"],
-                                power=comparison.power, detectable_delta=comparison.detectable_delta)
+                                power=comparison.power, detectable_delta=comparison.detectable_delta,
+                                hsd_pairs=tables["hsd_pairs"])
     return ComparisonTables(**tables, verdicts=inputs.annotate([v.as_dict() for v in verdicts], config.datasets,
                                                                    (RETRIEVAL_METRICS, DOWNSTREAM_ANSWERS)),
                             skipped=skipped)

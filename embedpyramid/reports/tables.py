@@ -277,7 +277,8 @@ def _statistics_cells(row: dict, level: str, method: str) -> dict[str, str]:
         "mean A": f"{row['mean_a']:.4f}",
         "mean B": f"{row['mean_b']:.4f}",
         "Δ (B − A)": _signed(row["mean_delta"]),
-        f"{level} CI": format_interval(row["ci_low"], row["ci_high"]) + (" †" if row["interval"] != method else ""),
+        f"unadjusted {level} CI": format_interval(row["ci_low"], row["ci_high"])
+        + (" †" if row["interval"] != method else ""),
         "CI MC error": f"±{max(row['ci_low_mc_error'], row['ci_high_mc_error']):.4f}",
         "d_z": _effect(row["d_z"]),
         "p (sign-flip)": _with_error(row["p_value"], row["p_value_mc_error"]),
@@ -291,7 +292,7 @@ def _statistics_cells(row: dict, level: str, method: str) -> dict[str, str]:
 
 def _summary_columns(level: str, *, first: tuple[str, ...], last: tuple[str, ...] = ()) -> dict[str, pl.DataType]:
     names = [
-        *first, "n", "mean A", "mean B", "Δ (B − A)", f"{level} CI", "CI MC error", "d_z", "p (sign-flip)",
+        *first, "n", "mean A", "mean B", "Δ (B − A)", f"unadjusted {level} CI", "CI MC error", "d_z", "p (sign-flip)",
         "p (t-test)", "family", "p (adjusted)", "decision", "W/T/L", *last,
     ]
     return {name: pl.String() for name in names}

@@ -180,7 +180,7 @@ class ComparisonSettings:
     ``value_range`` is the range every per-query value must lie in (metrics in [0, 1]); the
     intervals of a mean delta are clipped to ``[low - high, high - low]``; None turns both off.
     ``power`` is the power of the minimum detectable effect (``mde``). ``tie_epsilon``:
-    ``|delta| <= tie_epsilon`` is a tie. Slices with fewer than ``min_slice_n`` queries are
+    ``|delta| <= tie_epsilon`` is a tie, and its delta is exactly 0 in every statistic. Slices with fewer than ``min_slice_n`` queries are
     flagged ``small_slice``. ``worst_n`` regressions and improvements are listed per pair.
     ``group_column`` (a queries column such as a session or source document) makes whole groups
     the resampling unit. ``slice_columns`` are queries columns to slice by, used where the
@@ -289,7 +289,9 @@ def query_deltas(per_query: pl.DataFrame, settings: ComparisonSettings) -> pl.Da
     """Per-query paired values of every compared pair, one row per query and metric.
 
     Columns: dataset, system, model_a, model_b, metric, query_id, value_a, value_b, delta
-    (``value_b - value_a``). Pairs are formed within each (dataset, system). Raises when the
+    (``value_b - value_a``, set to exactly 0 where ``|value_b - value_a| <= tie_epsilon``: a tie
+    is a tie in every statistic computed from the deltas, so float dust never enters a
+    resample, a test or an effect size). Pairs are formed within each (dataset, system). Raises when the
     baseline is absent, a (model, query, metric) appears twice, a value is not finite, or one
     model of a pair lacks a query or metric the other has.
     """
@@ -318,7 +320,7 @@ def query_deltas(per_query: pl.DataFrame, settings: ComparisonSettings) -> pl.Da
                     "query_id",
                     "value_a",
                     "value_b",
-                    (pl.col("value_b") - pl.col("value_a")).alias("delta"),
+                    _tied_to_zero(pl.col("value_b") - pl.col("value_a"), settings.tie_epsilon).alias("delta"),
                 )
             )
     return pl.concat(frames) if frames else pl.DataFrame(schema=DELTA_SCHEMA)
@@ -342,8 +344,9 @@ def compare_models(
     model to the query ids truncated under its card; a pair's ``truncated`` slice holds the
     queries truncated under either model (``yes``) and the others (``no``), when both occur.
 
-    Columns are those of :data:`COMPARISON_SCHEMA`: the pair's means, the mean delta with its
-    standard deviation, Cohen's d_z, the bootstrap interval with the Monte-Carlo errors of its
+    Columns are those of :data:`COMPARISON_SCHEMA`: the pair's means, the mean delta (of the
+    deltas with ties set to 0, :func:`query_deltas`: within ``tie_epsilon`` of
+    ``mean_b - mean_a`` per tie) with its standard deviation, Cohen's d_z, the bootstrap interval with the Monte-Carlo errors of its
     ends and the method that made it (``interval``: the configured one, or ``bca`` where a
     studentized interval would be unbounded), the bootstrap median and share of resamples above zero,
     the sign-flip ``p_value`` with its Monte-Carlo error, the paired t-test ``t_p_value``, the
@@ -625,6 +628,10 @@ def regressions(
             )
         columns += ["top1_a_text", "top1_b_text"]
     return result.select(columns)
+
+
+def _tied_to_zero(delta: pl.Expr, tie_epsilon: float) -> pl.Expr:
+    return pl.when(delta.abs() <= tie_epsilon).then(pl.lit(0.0)).otherwise(delta)
 
 
 def _word_range(lower: int, upper: int) -> str:

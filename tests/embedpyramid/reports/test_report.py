@@ -133,6 +133,8 @@ def test_key_table_lists_every_pair_and_metric_over_all_queries():
     assert first["family"] == "confirmatory (Holm, 1)" and summary.row(1, named=True)["family"].startswith("exploratory (BH")
     assert first["d_z"] == f"{everything['d_z']:+.2f}" and first["p (t-test)"] and first["CI MC error"].startswith("±")
     assert first["decision"] in ("better", "worse", "not significant")
+    # The interval beside the adjusted p is the unadjusted one, and says so.
+    assert first["unadjusted 95% CI"] == f"[{everything['ci_low']:+.4f}, {everything['ci_high']:+.4f}]"
 
 
 def test_slice_summary_shows_small_slices_flagged():
@@ -160,6 +162,7 @@ def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
         else:
             assert stroke == {"better": "#1b7837", "worse": "#b2182b", "not significant": "#4d4d4d"}[row["decision"]]
     assert "small slice: not coloured" in svg and "B better (adjusted p ≤ α)" in svg
+    assert "mean and unadjusted 95% bootstrap interval" in svg
     with pytest.raises(ValueError, match="no comparisons for metric 'MAP@10'"):
         forest_plot_svg(REPORT.comparisons, "MAP@10")
 
@@ -246,11 +249,18 @@ def test_hsd_section_shows_groups_rank_intervals_and_simultaneous_intervals():
     assert "## Model groups: nDCG@10 (Tukey HSD)" in markdown
     assert "| chat | c | 40 |" in markdown and "| 1 |" in markdown  # c ranks first, alone
     assert hsd_pairs_summary(pairs)["different"].to_list() == ["no", "yes", "yes"]
-    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, power=0.8, detectable_delta=0.02)
-    # c beats the baseline a in the confirmatory family; the HSD puts a and b together.
-    assert (verdict.winner, verdict.second, verdict.family_size) == ("c", "a", 2)
-    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins over a (Δ = +0.")
-    assert verdict.text().endswith("Tukey HSD groups (all pairs at once, more conservative): a: c; b: b, a.")
+    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, power=0.8, detectable_delta=0.02,
+                                hsd_pairs=pairs)
+    # The HSD ranks c first alone and puts a and b together: c wins, by its margin over the
+    # runner-up b (the higher mean of the other two), with the simultaneous interval of that pair.
+    runner_up = hsd.row(1, named=True)
+    b_c = pairs.filter((pl.col("model_a") == "b") & (pl.col("model_b") == "c")).row(0, named=True)
+    assert runner_up["model"] == "b" and hsd.row(0, named=True)["rank_high"] == 1
+    assert (verdict.winner, verdict.second, verdict.family_size, verdict.interval) == ("c", "b", 3, "simultaneous")
+    assert (verdict.delta, verdict.ci_low, verdict.p_adjusted) == (b_c["mean_delta"], b_c["ci_low"], b_c["p_value"])
+    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins, better than every other model")
+    assert verdict.text().endswith("Better than the baseline a (Holm, confirmatory family): c. "
+                                   "Tukey HSD groups: a: c; b: b, a.")
 
 
 def test_environment_record_lists_cards_datasets_conventions_packages_and_machine():
