@@ -5,7 +5,7 @@ import json
 
 import polars as pl
 
-from embedpyramid.inputs import ExcludedInput, SummaryInputs, provenance_table, system_asset_name
+from embedpyramid.inputs import ExcludedInput, SummaryInputs, excluded_keys, provenance_table, system_asset_name
 from embedpyramid.store import ArtifactStore, write_json
 
 STALE = ExcludedInput("retrieval_metrics", "tiny", "a@1", "stale", "frozen_dataset [tiny] has a new data version")
@@ -58,3 +58,9 @@ def test_the_provenance_table_keeps_current_cards_and_admitted_partitions(tmp_pa
     assert table.select("asset", "model").rows() == [("retrieval_metrics", "b@2"), ("system_bm25", None)]
     assert json.loads(table["facets"][0]) == {"config/measures": "m1"}
     assert table["dataset_version"].to_list() == ["d1", "d1"]
+
+
+def test_excluded_keys_ignore_state_and_cause():
+    failed = ExcludedInput("retrieval_metrics", "tiny", "a@1", "failed", "its last run failed")
+    assert excluded_keys(SummaryInputs((MISSING, STALE))) == ["retrieval_metrics tiny a@1", "system_bm25 tiny"]
+    assert excluded_keys(SummaryInputs((STALE,))) == excluded_keys(SummaryInputs((failed,)))
