@@ -151,7 +151,7 @@ def _forest_figures(report: ComparisonReport) -> list[Figure]:
     if comparisons.filter(pl.col("metric") == metric).is_empty():
         return []
     caption = (
-        f"Slice deltas on {metric} with {confidence_label(comparisons)} bootstrap intervals, coloured by the "
+        f"Slice deltas on {metric} with {confidence_label(comparisons)} intervals, coloured by the "
         "adjusted decision; small slices are not coloured"
     )
     return [Figure(f"forest-{_slug(metric)}", caption, forest_plot_svg(comparisons, metric))]
@@ -325,7 +325,7 @@ def _settings_note(comparisons: pl.DataFrame) -> str:
             "every other metric, slice and pair")
         families.append(f"{dataset}, {family}: {what} — {rows.height} tests, {adjustment}")
     return (
-        "Deltas are B − A per query (A is the baseline). Intervals: paired bootstrap, unadjusted (each interval "
+        "Deltas are B − A per query (A is the baseline). Intervals: unadjusted (each interval "
         "holds its level on its own, not jointly over the family; the adjusted p-value is the family's decision, "
         "and the Tukey HSD table gives simultaneous intervals), "
         f"{confidence_label(comparisons)} {interval_method(comparisons)}, {first['n_resamples']:,} resamples, seed "

@@ -142,7 +142,17 @@ def test_slice_summary_shows_small_slices_flagged():
     science = summary.filter(pl.col("slice") == "category = science").row(0, named=True)
     assert (science["n"], science["small n"]) == ("6", "yes")
     assert science["family"].startswith("exploratory")
+    # The default threshold is 30 queries: 24 is flagged, 30 is not.
+    greetings = summary.filter(pl.col("slice") == "category = greetings").row(0, named=True)
+    assert (greetings["n"], greetings["small n"]) == ("24", "yes")
     assert summary.filter(pl.col("slice") == "all queries")["small n"].to_list() == [""]
+
+
+def test_comparison_summary_flags_a_comparison_over_fewer_than_30_queries():
+    assert comparison_summary(REPORT.comparisons)["small n"].to_list() == ["", ""]
+    small = REPORT.comparisons.with_columns(n=pl.lit(29, dtype=pl.Int64), small_slice=pl.lit(True))
+    assert comparison_summary(small)["small n"].to_list() == ["yes", "yes"]
+    assert "| small n |" in key_table_markdown(small).splitlines()[0]
 
 
 def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
@@ -162,7 +172,7 @@ def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
         else:
             assert stroke == {"better": "#1b7837", "worse": "#b2182b", "not significant": "#4d4d4d"}[row["decision"]]
     assert "small slice: not coloured" in svg and "B better (adjusted p ≤ α)" in svg
-    assert "mean and unadjusted 95% bootstrap interval" in svg
+    assert "mean and unadjusted 95% interval" in svg
     with pytest.raises(ValueError, match="no comparisons for metric 'MAP@10'"):
         forest_plot_svg(REPORT.comparisons, "MAP@10")
 
