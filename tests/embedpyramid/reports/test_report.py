@@ -365,3 +365,30 @@ def test_further_sections_follow_the_comparisons_with_their_tables_and_figures(t
     assert "Norm summary" in markdown and "(figures/norms-m.svg)" in markdown
     files = write_report(tmp_path, report)
     assert tmp_path / "figures" / "norms-m.svg" in files.figures
+
+
+def test_the_report_opens_with_the_overview_linking_each_line_to_its_section():
+    from dataclasses import replace
+
+    from embedpyramid.reports.overview import OverviewLine
+
+    overview = (
+        OverviewLine("chat", "verdict", "winner b over a", "Comparisons over all queries"),
+        OverviewLine("chat", "slices", "no slice regression is significant", "Slices: nDCG@10"),
+        OverviewLine("chat", "L4", "no current L4 serving sweep of b on chat", None),
+        OverviewLine("chat", "L3", "the public ranking holds", "Transfer"),  # a section this report lacks
+    )
+    report = replace(REPORT, overview=overview)
+    markdown = render_markdown(report)
+    lines = markdown.splitlines()
+    assert lines[0].startswith("# ") and lines[2] == '<a id="overview"></a>' and lines[4] == "## Overview"
+    assert lines[6:8] == ["- [chat · verdict: winner b over a](#comparisons-over-all-queries)",
+                          "- [chat · slices: no slice regression is significant](#slices-ndcg-10)"]
+    assert lines[9] == ("chat · not in this report — L4: no current L4 serving sweep of b on chat; "
+                        "L3: the public ranking holds")
+    assert markdown.index("## Overview") < markdown.index("## Verdict")
+    assert '<a id="comparisons-over-all-queries"></a>' in markdown and '<a id="slices-ndcg-10"></a>' in markdown
+    page = render_html(report)
+    assert '<h2 id="overview">Overview</h2>\n<ul><li><a href="#comparisons-over-all-queries">' in page
+    assert '<h2 id="comparisons-over-all-queries">' in page and '<h2 id="slices-ndcg-10">' in page
+    assert "## Overview" not in render_markdown(REPORT)
