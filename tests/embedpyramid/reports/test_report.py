@@ -392,3 +392,16 @@ def test_the_report_opens_with_the_overview_linking_each_line_to_its_section():
     assert '<h2 id="overview">Overview</h2>\n<ul><li><a href="#comparisons-over-all-queries">' in page
     assert '<h2 id="comparisons-over-all-queries">' in page and '<h2 id="slices-ndcg-10">' in page
     assert "## Overview" not in render_markdown(REPORT)
+
+
+def test_the_hybrid_is_named_and_only_a_bca_fallback_is_marked():
+    from embedpyramid.reports.tables import interval_method
+
+    rows = REPORT.comparisons.filter(pl.col("slice_column") == "all").head(1)
+    mixed = pl.concat([rows.with_columns(pl.lit(name).alias("interval")) for name in ("t", "studentized", "bca")])
+    assert interval_method(mixed).startswith("hybrid (t where half the deltas or more tie at 0")
+    cells = comparison_summary(mixed)["unadjusted 95% CI"].to_list()
+    assert [cell.endswith(" †") for cell in cells] == [False, False, True]
+    assert interval_method(mixed.filter(pl.col("interval") != "t")) == "studentized"
+    only_bca = comparison_summary(mixed.filter(pl.col("interval") == "bca"))["unadjusted 95% CI"].to_list()
+    assert interval_method(mixed.filter(pl.col("interval") == "bca")) == "bca" and not only_bca[0].endswith(" †")
