@@ -285,14 +285,22 @@ def _power_sentence(analysis: GradeAnalysis) -> str:
             f"{analysis.manifest['modelled_queries']:,}.")
 
 
-def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
-    """The L6 section of each (dataset, system) the grade analysis covered: the verdict, the
-    descriptive table, the AIC choice, the omnibus tests, pairs and letters, power, the plots,
-    judge agreement, and what was dropped or could not be measured offline."""
+def verdict_sentences(store: ArtifactStore, dataset: str) -> list[tuple[str, str]]:
+    """(report section title, verdict sentence) of each (dataset, system) the grade analysis
+    covered — the sentence its report section opens with."""
+    return [(section_title(dataset, system), _verdict(analysis)) for system, _, analysis in _stored_analyses(store, dataset)]
+
+
+def section_title(dataset: str, system: str) -> str:
+    return f"L6 downstream answers: {dataset} · {system}"
+
+
+def _stored_analyses(store: ArtifactStore, dataset: str) -> list[tuple[str, pl.Expr, GradeAnalysis]]:
+    """(system, row filter, stored analysis) of each system of ``dataset`` the analysis covered."""
     directory = grades_dir(store)
     if not (directory / "manifest.json").is_file():
         return []
-    sections = []
+    analyses = []
     for entry in read_json(directory / "manifest.json"):
         if entry["dataset"] != dataset:
             continue
@@ -301,7 +309,18 @@ def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
         tables = {name: read_frame(directory / f"grade_{name}.parquet").filter(where).drop("dataset", "system")
                   for name in ANALYSIS_TABLES}
         manifest = read_json(directory / dataset / system / "manifest.json")
-        analysis = GradeAnalysis(**tables, plots={}, manifest=manifest)
+        analyses.append((system, where, GradeAnalysis(**tables, plots={}, manifest=manifest)))
+    return analyses
+
+
+def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
+    """The L6 section of each (dataset, system) the grade analysis covered: the verdict, the
+    descriptive table, the AIC choice, the omnibus tests, pairs and letters, power, the plots,
+    judge agreement, and what was dropped or could not be measured offline."""
+    directory = grades_dir(store)
+    sections = []
+    for system, where, analysis in _stored_analyses(store, dataset):
+        tables, manifest = analysis.tables(), analysis.manifest
         answers = read_frame(directory / "judgements.parquet").filter(where)
         agreement = read_frame(directory / "agreement.parquet").filter(where).drop("dataset", "system")
         dropped = read_frame(directory / "dropped.parquet").filter(where).drop("dataset", "system")
@@ -339,7 +358,7 @@ def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
             shown.append(("Judge agreement with the qrels judge", agreement))
         if dropped.height:
             shown.append(("Queries dropped from the paired comparisons (missing for some model)", dropped))
-        sections.append(ReportSection(title=f"L6 downstream answers: {dataset} · {system}", intro=intro,
+        sections.append(ReportSection(title=section_title(dataset, system), intro=intro,
                                       tables=tuple(shown), figures=figures))
     return sections
 

@@ -34,7 +34,7 @@ _DECISION_COLORS = {"better": _BETTER, "worse": _WORSE, "not significant": _UNCL
 
 
 def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
-    """Forest plot of ``metric``: each slice's mean delta (B − A) with its (unadjusted) bootstrap interval.
+    """Forest plot of ``metric``: each slice's mean delta (B − A) with its (unadjusted) interval.
 
     One block per (dataset, system, model pair), one line per slice in table order, coloured by
     the adjusted decision of the row's family (``decision``): green, B better; red, B worse;
@@ -107,7 +107,7 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
         svg_text(
             plot_left + plot_width / 2,
             axis_bottom + 36,
-            f"Δ {metric} (B − A), mean and unadjusted {confidence_label(rows)} bootstrap interval",
+            f"Δ {metric} (B − A), mean and unadjusted {confidence_label(rows)} interval",
             size=12,
             anchor="middle",
         )

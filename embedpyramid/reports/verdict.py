@@ -8,7 +8,7 @@ adjustment:
 * with two models, the confirmatory family decides: the report metric over all queries, the
   model B against the baseline A, the sign-flip p-value Holm-adjusted across the family (every
   system of the dataset). ``better`` makes B the winner, ``worse`` makes A the winner; the
-  interval quoted is the *unadjusted* paired bootstrap interval of that comparison, and says so.
+  interval quoted is the *unadjusted* interval of that comparison (its `interval` method), and says so.
 * with three or more models, the randomized Tukey HSD decides
   (:func:`embedpyramid.stats.compare.tukey_hsd_tables`, every pair at once): the winner is the
   model whose HSD rank interval is [1, 1]. Otherwise the verdict names the *top group*, the

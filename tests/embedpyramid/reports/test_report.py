@@ -142,7 +142,17 @@ def test_slice_summary_shows_small_slices_flagged():
     science = summary.filter(pl.col("slice") == "category = science").row(0, named=True)
     assert (science["n"], science["small n"]) == ("6", "yes")
     assert science["family"].startswith("exploratory")
+    # The default threshold is 30 queries: 24 is flagged, 30 is not.
+    greetings = summary.filter(pl.col("slice") == "category = greetings").row(0, named=True)
+    assert (greetings["n"], greetings["small n"]) == ("24", "yes")
     assert summary.filter(pl.col("slice") == "all queries")["small n"].to_list() == [""]
+
+
+def test_comparison_summary_flags_a_comparison_over_fewer_than_30_queries():
+    assert comparison_summary(REPORT.comparisons)["small n"].to_list() == ["", ""]
+    small = REPORT.comparisons.with_columns(n=pl.lit(29, dtype=pl.Int64), small_slice=pl.lit(True))
+    assert comparison_summary(small)["small n"].to_list() == ["yes", "yes"]
+    assert "| small n |" in key_table_markdown(small).splitlines()[0]
 
 
 def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
@@ -162,7 +172,7 @@ def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
         else:
             assert stroke == {"better": "#1b7837", "worse": "#b2182b", "not significant": "#4d4d4d"}[row["decision"]]
     assert "small slice: not coloured" in svg and "B better (adjusted p ≤ α)" in svg
-    assert "mean and unadjusted 95% bootstrap interval" in svg
+    assert "mean and unadjusted 95% interval" in svg
     with pytest.raises(ValueError, match="no comparisons for metric 'MAP@10'"):
         forest_plot_svg(REPORT.comparisons, "MAP@10")
 
@@ -355,3 +365,43 @@ def test_further_sections_follow_the_comparisons_with_their_tables_and_figures(t
     assert "Norm summary" in markdown and "(figures/norms-m.svg)" in markdown
     files = write_report(tmp_path, report)
     assert tmp_path / "figures" / "norms-m.svg" in files.figures
+
+
+def test_the_report_opens_with_the_overview_linking_each_line_to_its_section():
+    from dataclasses import replace
+
+    from embedpyramid.reports.overview import OverviewLine
+
+    overview = (
+        OverviewLine("chat", "verdict", "winner b over a", "Comparisons over all queries"),
+        OverviewLine("chat", "slices", "no slice regression is significant", "Slices: nDCG@10"),
+        OverviewLine("chat", "L4", "no current L4 serving sweep of b on chat", None),
+        OverviewLine("chat", "L3", "the public ranking holds", "Transfer"),  # a section this report lacks
+    )
+    report = replace(REPORT, overview=overview)
+    markdown = render_markdown(report)
+    lines = markdown.splitlines()
+    assert lines[0].startswith("# ") and lines[2] == '<a id="overview"></a>' and lines[4] == "## Overview"
+    assert lines[6:8] == ["- [chat · verdict: winner b over a](#comparisons-over-all-queries)",
+                          "- [chat · slices: no slice regression is significant](#slices-ndcg-10)"]
+    assert lines[9] == ("chat · not in this report — L4: no current L4 serving sweep of b on chat; "
+                        "L3: the public ranking holds")
+    assert markdown.index("## Overview") < markdown.index("## Verdict")
+    assert '<a id="comparisons-over-all-queries"></a>' in markdown and '<a id="slices-ndcg-10"></a>' in markdown
+    page = render_html(report)
+    assert '<h2 id="overview">Overview</h2>\n<ul><li><a href="#comparisons-over-all-queries">' in page
+    assert '<h2 id="comparisons-over-all-queries">' in page and '<h2 id="slices-ndcg-10">' in page
+    assert "## Overview" not in render_markdown(REPORT)
+
+
+def test_the_hybrid_is_named_and_only_a_bca_fallback_is_marked():
+    from embedpyramid.reports.tables import interval_method
+
+    rows = REPORT.comparisons.filter(pl.col("slice_column") == "all").head(1)
+    mixed = pl.concat([rows.with_columns(pl.lit(name).alias("interval")) for name in ("t", "studentized", "bca")])
+    assert interval_method(mixed).startswith("hybrid (t where half the deltas or more tie at 0")
+    cells = comparison_summary(mixed)["unadjusted 95% CI"].to_list()
+    assert [cell.endswith(" †") for cell in cells] == [False, False, True]
+    assert interval_method(mixed.filter(pl.col("interval") != "t")) == "studentized"
+    only_bca = comparison_summary(mixed.filter(pl.col("interval") == "bca"))["unadjusted 95% CI"].to_list()
+    assert interval_method(mixed.filter(pl.col("interval") == "bca")) == "bca" and not only_bca[0].endswith(" †")
