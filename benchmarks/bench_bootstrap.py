@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = pl.DataFrame({"query_id": per_query["query_id"].unique().sort(), "text": "q"})
     settings = ComparisonSettings(
         baseline="model-0", all_pairs=True, n_resamples=args.resamples, n_permutations=args.resamples,
-        seed=args.seed, report_metric="metric-0", slice_columns=(), length_buckets=(),
+        seed=args.seed, interval="studentized", report_metric="metric-0", slice_columns=(), length_buckets=(),
     )
     n_pairs = args.models * (args.models - 1) // 2
     workload = (f"{args.models} models ({n_pairs} pairs) x {args.queries} queries x {args.metrics} metrics, "

@@ -142,9 +142,16 @@ def _environment_error(error: BaseException, args: argparse.Namespace) -> str | 
 
 
 def _print_verdict(store: ArtifactStore) -> None:
-    """The verdict of every dataset, then where the report is: the last thing ``run`` prints."""
+    """The pyramid overview, the verdict of every dataset, then where the report is: the last
+    thing ``run`` prints."""
+    from embedpyramid.reports.overview import read_overview
     from embedpyramid.reports.verdict import verdict_texts
 
+    overview = read_overview(store.report_dir)
+    if overview:
+        print("\noverview:")
+        for text in overview:
+            print(f"  {text}")
     verdicts = verdict_texts(store.comparisons_dir)
     if verdicts:
         print("\nverdict:")

@@ -120,6 +120,12 @@ class SummaryInputs:
         return result
 
 
+def excluded_keys(inputs: SummaryInputs) -> list[str]:
+    """The excluded partitions as sorted ``asset dataset model`` strings, their state and cause
+    left out: what decides whether a summary's numbers would change."""
+    return sorted(f"{item.asset} {item.dataset} {item.model or ''}".strip() for item in inputs.excluded)
+
+
 PROVENANCE_SCHEMA: dict[str, pl.DataType] = {
     "asset": pl.String(), "dataset": pl.String(), "model": pl.String(), "partition": pl.String(),
     "dataset_version": pl.String(), "code_version": pl.String(), "facets": pl.String(),

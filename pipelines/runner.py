@@ -28,6 +28,7 @@ from typing import Any
 import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
+from embedpyramid.inputs import excluded_keys
 from embedpyramid.reports.tables import first_few
 from embedpyramid.store import ArtifactStore, StorePath
 from pipelines.automation import (
@@ -48,6 +49,7 @@ from pipelines.freshness import (
     observe_config,
     remember_fresh,
     report_up_to_date,
+    summary_inputs,
 )
 from pipelines.graph import build_definitions
 from pipelines.instance import (
@@ -355,8 +357,10 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
     input partition that is not current (so they say so), then until nothing changes."""
     summaries = summary_assets(session.defs)
     for wave in range(len(summaries) + 1):
-        states = session.states(summaries, None)
-        todo = [state for state in states if (state.needs_work if wave == 0 else state.needs_work_now)]
+        freshness = session.freshness()
+        states = session.states(summaries, None, freshness)
+        todo = [state for state in states if state.needs_work_now
+                or (wave == 0 and state.needs_work and _exclusions_changed(session, freshness, state.asset))]
         if not todo:
             report.summary_excludes = sorted({cause for state in states if state.needs_work for cause in state.causes})
             return
@@ -370,6 +374,17 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
             report.failures.append(f"summary: {_failure(result, session.verbose)}")
             return
         report.summary_built = True
+
+
+def _exclusions_changed(session: Session, freshness: Freshness, summary: str) -> bool:
+    """Whether the input partitions a summary must leave out are others than those it left out
+    when it was last built (it is rebuilt to say so; the same partitions left out again, even
+    for another reason, change none of its numbers)."""
+    key = dg.AssetKey(summary)
+    latest = session.instance.fetch_materializations(key, limit=1).records
+    recorded = latest[0].asset_materialization.metadata.get("excluded_inputs") if latest else None
+    current = excluded_keys(summary_inputs(freshness, key, session.config))
+    return recorded is None or sorted(recorded.value) != current
 
 
 def _any_evaluated(session: Session) -> bool:

@@ -23,7 +23,9 @@ class ComparisonConfig(Strict):
     """Paired comparisons against a baseline card: resampling, tests, families, slices and the
     report. ``report_metric`` is the confirmatory metric (Holm over the models against the
     baseline, all queries); every other metric and slice is exploratory (Benjamini–Hochberg).
-    ``interval`` is the bootstrap interval; ``power`` and ``detectable_delta`` set the verdict's
+    ``interval`` is the interval of a mean delta (``hybrid``: t where half the deltas or more tie,
+    studentized otherwise — chosen by ``benchmarks/interval_coverage.py``); comparisons and slices
+    under ``min_slice_n`` queries are flagged; ``power`` and ``detectable_delta`` set the verdict's
     planning numbers (the minimum detectable effect, the queries needed to detect that delta)."""
 
     baseline: str | None = None
@@ -32,11 +34,11 @@ class ComparisonConfig(Strict):
     n_permutations: int = Field(100_000, ge=1)
     seed: int = 42
     confidence: float = Field(0.95, gt=0, lt=1)
-    interval: Literal["studentized", "bca", "percentile"] = "studentized"
+    interval: Literal["hybrid", "t", "studentized", "bca", "percentile"] = "hybrid"
     power: float = Field(0.8, gt=0, lt=1)
     detectable_delta: float = Field(0.02, gt=0)
     tie_epsilon: float = Field(1e-9, ge=0)
-    min_slice_n: int = Field(20, ge=1)
+    min_slice_n: int = Field(30, ge=1)
     worst_n: int = Field(10, ge=1)
     length_buckets: list[int] = Field(default_factory=lambda: [4, 8, 16])
     report_metric: str = "nDCG@10"

@@ -111,7 +111,7 @@ def analyse_grades(per_query: pl.DataFrame, settings: AnalysisConfig, *, dataset
             if ordinal is not selected:
                 tests.append(likelihood_ratio_test(ordinal, design, settings.covariance))
             tables["omnibus"] = pl.DataFrame([asdict(t) for t in tests], schema=OMNIBUS_SCHEMA)
-            tables["pairwise"] = pairwise_comparisons(selected, design, settings.alpha).cast(PAIRWISE_SCHEMA)
+            tables["pairwise"] = pairwise_comparisons(selected, design, settings.alpha, settings.covariance).cast(PAIRWISE_SCHEMA)
             tables["letters"] = letter_groups(tables["pairwise"], design).cast(LETTERS_SCHEMA)
             letters = dict(zip(tables["letters"]["model"], tables["letters"]["letters"], strict=True))
         power = settings.power

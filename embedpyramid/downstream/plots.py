@@ -97,7 +97,7 @@ def bar_chart_svg(descriptive: pl.DataFrame, letters: Mapping[str, str] | None =
         raise ValueError(f"the descriptive table has no '{ALL_CRITERIA}' rows")
     models = rows["model"].to_list()
     confidence = rows["confidence"][0]
-    note = f"per-query means, {confidence:.0%} t interval; a shared letter: no significant difference (Holm)"
+    note = f"per-query means, unadjusted {confidence:.0%} t interval; a shared letter: no significant difference (Holm)"
     width = _width(models, title, note)
     parts = [svg_text(8, 22, title, size=14, weight="bold"), svg_text(8, 42, note, size=11, color=_MUTED),
              *_grade_axis(width, f"mean grade, {confidence:.0%} CI")]

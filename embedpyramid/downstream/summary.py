@@ -34,6 +34,7 @@ from embedpyramid.downstream.level import (
     read_downstream,
     write_downstream,
 )
+from embedpyramid.downstream.likelihood_ratio import VERDICT_TEST
 from embedpyramid.inputs import DOWNSTREAM_ANSWERS, SummaryInputs
 from embedpyramid.reports.report import Figure, ReportSection
 from embedpyramid.stats.compare import COMPARISON_SCHEMA, ComparisonSettings, compare_models
@@ -247,23 +248,25 @@ def _fmt_p(p: float | None) -> str:
 
 
 def _verdict(analysis: GradeAnalysis) -> str:
-    """Does the answer quality differ by model: the chosen model's LRT, the letters, the best model."""
+    """Does the answer quality differ by model: the chosen model's Wald test with the configured
+    covariance (clustered on the query by default: it holds its level when the criteria of one
+    answer are correlated, where the likelihood-ratio test does not), the letters, the best model."""
     dataset, system = analysis.manifest["dataset"], analysis.manifest["system"]
     overall = analysis.descriptive.filter(pl.col("criterion") == "all").sort("mean", descending=True)
     if len(analysis.manifest["models"]) < 2:
         return (f"{dataset} · {system}: one model only ({analysis.manifest['models'][0]}, mean grade "
                 f"{overall['mean'][0]:.2f}); nothing to compare.")
-    lrt = analysis.omnibus.filter(pl.col("test") == "likelihood ratio")
-    if lrt.is_empty():
+    omnibus = analysis.omnibus.filter(pl.col("test") == VERDICT_TEST)
+    if omnibus.is_empty():
         return f"{dataset} · {system}: {analysis.manifest['selection']}"
-    test = lrt.row(0, named=True)
+    test = omnibus.row(0, named=True)
     alpha = analysis.manifest["settings"]["alpha"]
     differs = test["p_value"] <= alpha
     letters = ", ".join(f"{row['model']} {row['letters']}" for row in analysis.letters.iter_rows(named=True))
     best = overall.row(0, named=True)
     return (f"{dataset} · {system}: the answer quality {'differs' if differs else 'does not detectably differ'} by "
-            f"model (likelihood ratio χ²({test['df']}) = {test['statistic']:.1f}, p = {_fmt_p(test['p_value'])}, "
-            f"α = {alpha}, {test['candidate']}); highest mean grade {best['model']} {best['mean']:.2f} "
+            f"model (Wald χ²({test['df']}) = {test['statistic']:.1f}, p = {_fmt_p(test['p_value'])}, "
+            f"α = {alpha}, {test['candidate']}, {test['note']}); highest mean grade {best['model']} {best['mean']:.2f} "
             f"(SD {best['sd']:.2f}); letter groups: {letters or 'none'}.")
 
 
@@ -282,14 +285,22 @@ def _power_sentence(analysis: GradeAnalysis) -> str:
             f"{analysis.manifest['modelled_queries']:,}.")
 
 
-def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
-    """The L6 section of each (dataset, system) the grade analysis covered: the verdict, the
-    descriptive table, the AIC choice, the omnibus tests, pairs and letters, power, the plots,
-    judge agreement, and what was dropped or could not be measured offline."""
+def verdict_sentences(store: ArtifactStore, dataset: str) -> list[tuple[str, str]]:
+    """(report section title, verdict sentence) of each (dataset, system) the grade analysis
+    covered — the sentence its report section opens with."""
+    return [(section_title(dataset, system), _verdict(analysis)) for system, _, analysis in _stored_analyses(store, dataset)]
+
+
+def section_title(dataset: str, system: str) -> str:
+    return f"L6 downstream answers: {dataset} · {system}"
+
+
+def _stored_analyses(store: ArtifactStore, dataset: str) -> list[tuple[str, pl.Expr, GradeAnalysis]]:
+    """(system, row filter, stored analysis) of each system of ``dataset`` the analysis covered."""
     directory = grades_dir(store)
     if not (directory / "manifest.json").is_file():
         return []
-    sections = []
+    analyses = []
     for entry in read_json(directory / "manifest.json"):
         if entry["dataset"] != dataset:
             continue
@@ -298,7 +309,18 @@ def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
         tables = {name: read_frame(directory / f"grade_{name}.parquet").filter(where).drop("dataset", "system")
                   for name in ANALYSIS_TABLES}
         manifest = read_json(directory / dataset / system / "manifest.json")
-        analysis = GradeAnalysis(**tables, plots={}, manifest=manifest)
+        analyses.append((system, where, GradeAnalysis(**tables, plots={}, manifest=manifest)))
+    return analyses
+
+
+def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
+    """The L6 section of each (dataset, system) the grade analysis covered: the verdict, the
+    descriptive table, the AIC choice, the omnibus tests, pairs and letters, power, the plots,
+    judge agreement, and what was dropped or could not be measured offline."""
+    directory = grades_dir(store)
+    sections = []
+    for system, where, analysis in _stored_analyses(store, dataset):
+        tables, manifest = analysis.tables(), analysis.manifest
         answers = read_frame(directory / "judgements.parquet").filter(where)
         agreement = read_frame(directory / "agreement.parquet").filter(where).drop("dataset", "system")
         dropped = read_frame(directory / "dropped.parquet").filter(where).drop("dataset", "system")
@@ -336,7 +358,7 @@ def report_sections(store: ArtifactStore, dataset: str) -> list[ReportSection]:
             shown.append(("Judge agreement with the qrels judge", agreement))
         if dropped.height:
             shown.append(("Queries dropped from the paired comparisons (missing for some model)", dropped))
-        sections.append(ReportSection(title=f"L6 downstream answers: {dataset} · {system}", intro=intro,
+        sections.append(ReportSection(title=section_title(dataset, system), intro=intro,
                                       tables=tuple(shown), figures=figures))
     return sections
 

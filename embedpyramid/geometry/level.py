@@ -138,7 +138,7 @@ def report_section(directory: Path, model_key: str, dataset: str) -> ReportSecti
         title=f"L1 geometry and the price of normalization mistakes: {model_key} ({dataset})",
         intro=intro,
         tables=(
-            ("Price of each normalize × similarity combination (delta vs normalized + dot, paired bootstrap CI)",
+            ("Price of each normalize × similarity combination (delta vs normalized + dot, paired CI)",
              price_table(read_frame(directory / "price.parquet"))),
             ("What each combination retrieves (top-10): overlap with the baseline, top-1 changes, length and norm "
              "of retrieved documents, pick ratio per length quintile vs the baseline",

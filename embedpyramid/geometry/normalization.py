@@ -101,7 +101,9 @@ class NormalizationPrice:
     - ``per_query``: columns variant, query_id, metric, value (:func:`evaluate_run` of each run).
     - ``price``: one row per variant x metric (columns of :data:`PRICE_SCHEMA`): the mean over
       the evaluated queries, the mean per-query delta against the baseline and its paired
-      bootstrap percentile interval; the baseline's rows have delta 0 and interval [0, 0].
+      interval (:func:`~embedpyramid.stats.paired_bootstrap`'s default, the hybrid: t where half
+      the deltas or more tie at 0, bootstrap-t otherwise); the baseline's rows have delta 0 and
+      interval [0, 0].
     - ``behaviour``: one row per variant, computed on every query's top ``behaviour_k``:
       ``top_overlap`` = mean |top-k ∩ baseline top-k| / k, ``top1_changed_share``,
       ``mean_retrieved_chars`` (over all retrieved slots), ``corpus_mean_chars``,
@@ -258,7 +260,7 @@ def normalization_price(
         "n_resamples": n_resamples,
         "seed": seed,
         "confidence": confidence,
-        "ci_method": "paired bootstrap percentile, resampling queries",
+        "ci_method": "paired hybrid interval (t where half the deltas tie at 0, bootstrap-t otherwise), resampling queries",
         "n_queries": len(query_ids),
         "n_evaluated_queries": len(evaluated),
         "n_documents": len(doc_ids),

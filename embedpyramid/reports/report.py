@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
+from embedpyramid.reports.overview import OverviewLine
 from embedpyramid.reports.svg import SVG_NAMESPACE, delta_histogram_svg, forest_plot_svg
 from embedpyramid.reports.tables import (
     clip_text,
@@ -78,7 +79,8 @@ class ComparisonReport:
     the Tukey HSD tables (:func:`embedpyramid.stats.compare.tukey_hsd_tables`); ``floor`` the
     random-ranking floor per dataset and metric (dataset, metric, mean); ``notes`` sentences
     under the leaderboard (ties, judged documents); ``environment`` the closing sections that
-    record how the numbers were made.
+    record how the numbers were made; ``overview`` the pyramid overview the report opens with
+    (:func:`embedpyramid.reports.overview.pyramid_overview`), each line linked to its section.
     """
 
     leaderboard: pl.DataFrame
@@ -95,6 +97,7 @@ class ComparisonReport:
     floor: pl.DataFrame = field(default_factory=pl.DataFrame)
     notes: tuple[str, ...] = ()
     environment: tuple[ReportSection, ...] = ()
+    overview: tuple[OverviewLine, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,7 +172,7 @@ def _forest_figures(report: ComparisonReport) -> list[Figure]:
     if comparisons.filter(pl.col("metric") == metric).is_empty():
         return []
     caption = (
-        f"Slice deltas on {metric} with {confidence_label(comparisons)} bootstrap intervals, coloured by the "
+        f"Slice deltas on {metric} with {confidence_label(comparisons)} intervals, coloured by the "
         "adjusted decision; small slices are not coloured"
     )
     return [Figure(f"forest-{_slug(metric)}", caption, forest_plot_svg(comparisons, metric))]
@@ -338,12 +341,34 @@ def _blocks(report: ComparisonReport) -> list[_Block]:
     verdicts = [_Paragraph(text, "verdict") for text in report.verdicts] or [_Paragraph("No model pairs to compare.")]
     return [
         _Heading(1, report.title),
+        *_overview_blocks(report.overview, linked),
         _Heading(2, "Verdict", "verdict"),
         *verdicts,
         _Heading(2, "Contents", "contents"),
         _Links(tuple(contents)),
         *(block for blocks in linked for block in blocks),
     ]
+
+
+def _overview_blocks(lines: tuple[OverviewLine, ...], linked: list[list[_Block]]) -> list[_Block]:
+    """The overview: each line linked to the anchor of its section; the lines whose section is
+    absent (or not in this report) as one paragraph per dataset."""
+    if not lines:
+        return []
+    anchors: dict[str, str] = {}
+    for blocks in linked:
+        heading = blocks[0]
+        if isinstance(heading, _Heading):
+            anchors.setdefault(heading.text, heading.anchor)
+    blocks: list[_Block] = [_Heading(2, "Overview", "overview")]
+    for dataset in dict.fromkeys(line.dataset for line in lines):
+        own = [line for line in lines if line.dataset == dataset]
+        items = tuple((anchors[line.section], f"{dataset} · {line.level}: {line.text}") for line in own
+                      if line.section in anchors)
+        unlinked = [f"{line.level}: {line.text}" for line in own if line.section not in anchors]
+        blocks += [_Links(items)] if items else []
+        blocks += [_Paragraph(f"{dataset} · not in this report — " + "; ".join(unlinked))] if unlinked else []
+    return blocks
 
 
 def _section_blocks(section: ReportSection) -> list[_Block]:
@@ -365,7 +390,9 @@ def _settings_note(comparisons: pl.DataFrame) -> str:
             "every other metric, slice and pair")
         families.append(f"{dataset}, {family}: {what} — {rows.height} tests, {adjustment}")
     return (
-        "Deltas are B − A per query (A is the baseline). Intervals: paired bootstrap, "
+        "Deltas are B − A per query (A is the baseline). Intervals: unadjusted (each interval "
+        "holds its level on its own, not jointly over the family; the adjusted p-value is the family's decision, "
+        "and the Tukey HSD table gives simultaneous intervals), "
         f"{confidence_label(comparisons)} {interval_method(comparisons)}, {first['n_resamples']:,} resamples, seed "
         f"{first['seed']}, resampling by {first['resampling']}; † marks a BCa interval where the studentized "
         "one would be unbounded (too few distinct deltas); 'CI MC error' is the Monte-Carlo error of the ends. d_z: mean delta / sd of the deltas. p (sign-flip): two-sided paired sign-flip test "

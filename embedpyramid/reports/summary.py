@@ -21,6 +21,7 @@ from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.downstream.summary import collect_downstream, compare_downstream
 from embedpyramid.downstream.summary import report_sections as l6_sections
+from embedpyramid.downstream.summary import verdict_sentences as l6_verdicts
 from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path, pareto_front
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry.level import report_section as l1_section
@@ -35,6 +36,7 @@ from embedpyramid.inputs import (
     SummaryInputs,
 )
 from embedpyramid.reports.environment import environment_section
+from embedpyramid.reports.overview import OVERVIEW_FILE, OverviewLine, pyramid_overview
 from embedpyramid.reports.report import ComparisonReport, Figure, ReportFiles, ReportSection, write_report
 from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
 from embedpyramid.reports.verdict import VERDICT_FILE, dataset_verdicts
@@ -58,8 +60,8 @@ from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json,
 from embedpyramid.systems.summary import LATENCY_SCHEMA, SYSTEM_VERDICT_SCHEMA, system_latency, system_verdicts
 from embedpyramid.systems.summary import report_section as l5_section
 from embedpyramid.tasks.summary import read_task_summary, task_report_sections, tasks_summary_dir
+from embedpyramid.transfer.level import pair_verdict, read_transfer, transfer_dir, transfer_views
 from embedpyramid.transfer.level import report_sections as transfer_sections
-from embedpyramid.transfer.level import transfer_dir, transfer_views
 
 EXACT = "exact"
 FLOOR_SCHEMA: dict[str, pl.DataType] = {"dataset": pl.String(), "metric": pl.String(), "mean": pl.Float64(), "n": pl.Int64()}
@@ -199,7 +201,8 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
     tables = {name: pl.concat(frames) if frames else pl.DataFrame(schema=TABLE_SCHEMAS[name])
               for name, frames in parts.items()}
     verdicts = dataset_verdicts(tables["comparisons"].filter(pl.col("system") == EXACT), tables["hsd"],
-                                power=comparison.power, detectable_delta=comparison.detectable_delta)
+                                power=comparison.power, detectable_delta=comparison.detectable_delta,
+                                hsd_pairs=tables["hsd_pairs"])
     return ComparisonTables(**tables, verdicts=inputs.annotate([v.as_dict() for v in verdicts], config.datasets,
                                                                    (RETRIEVAL_METRICS, DOWNSTREAM_ANSWERS)),
                             skipped=skipped)
@@ -255,8 +258,10 @@ def build_report(
     verdict, the leaderboard with its floor, the HSD groups, the comparisons, then per dataset its
     data notes (empty or dropped texts), the cost/quality of its models, the L1 and L4 sections
     of every evaluated (model, dataset), its L5 systems and its L6 grade analysis; then the L2
-    task families, the L3 reproduction and transfer sections, and the environment record. The
-    input partitions of ``inputs`` (not current) are left out and listed in their own section."""
+    task families, the L3 reproduction and transfer sections, and the environment record. It
+    opens with the pyramid overview (:func:`overview_lines`), also written as ``overview.json``
+    beside the report for the CLI. The input partitions of ``inputs`` (not current) are left out
+    and listed in their own section."""
     sections, conventions, datasets = [], [], []
     sections.extend(excluded_section(inputs))
     for dataset in config.datasets:
@@ -287,6 +292,8 @@ def build_report(
     sections.extend(task_report_sections(config, task_summary))
     sections.extend(transfer_sections(transfer_dir(store)))
     cards = [{"model": m.key, "card": m.hashed_fields(), "run": m.card.run.model_dump()} for m in config.models.values()]
+    overview = overview_lines(config, store, tables, inputs=inputs)
+    write_json([line.as_dict() for line in overview], store.report_dir / OVERVIEW_FILE)
     return write_report(store.report_dir, ComparisonReport(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
         deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
@@ -295,7 +302,40 @@ def build_report(
         hsd=tables.hsd, hsd_pairs=tables.hsd_pairs, floor=tables.random_floor,
         notes=tuple(_tie_notes(conventions)),
         environment=(environment_section(cards, datasets, conventions),),
+        overview=tuple(overview),
     ))
+
+
+def overview_lines(config: ProjectConfig, store: ArtifactStore, tables: ComparisonTables, *,
+                   inputs: SummaryInputs) -> list[OverviewLine]:
+    """The pyramid overview of every dataset with data, from the tables the report shows: the
+    verdicts and comparisons, the current efficiency and L4 sweep summaries, the L5 verdicts,
+    the L6 grade verdicts and the L3 pairs."""
+    datasets = list(config.datasets_with_data())
+    efficiency, serving = [], {}
+    for dataset in datasets:
+        for model in config.models.values():
+            path = efficiency_path(store, dataset, model.key)
+            if path.is_file() and inputs.admits(EFFICIENCY, dataset, model.key):
+                efficiency.append(read_frame(path).with_columns(pl.lit(dataset).alias("dataset")))
+            summary = serving_dir(store, dataset, model.key) / "summary.parquet"
+            if summary.is_file() and inputs.admits(SERVING_FRONTIER, dataset, model.key):
+                frame = read_frame(summary).with_columns(pl.lit(dataset).alias("dataset"))
+                serving[model.key] = pl.concat([serving[model.key], frame], how="diagonal_relaxed") \
+                    if model.key in serving else frame
+    transfer_directory = transfer_dir(store)
+    transfer = None
+    if (transfer_directory / "pairs.parquet").is_file():
+        transfer = [(pair["own_dataset"], pair_verdict(pair))
+                    for pair in read_transfer(transfer_directory).pairs.iter_rows(named=True)]
+    return pyramid_overview(
+        datasets, metric=config.protocol.comparison.report_metric, verdicts=tables.verdicts,
+        comparisons=tables.comparisons,
+        efficiency=pl.concat(efficiency, how="diagonal_relaxed") if efficiency else None, serving=serving,
+        system_verdicts=tables.system_verdicts,
+        downstream={dataset: l6_verdicts(store, dataset) for dataset in datasets} if config.downstream else None,
+        transfer=transfer,
+    )
 
 
 def _tie_notes(conventions: list[dict[str, Any]]) -> list[str]:

@@ -35,7 +35,7 @@ _DECISION_COLORS = {"better": _BETTER, "worse": _WORSE, "not significant": _UNCL
 
 
 def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
-    """Forest plot of ``metric``: each slice's mean delta (B − A) with its bootstrap interval.
+    """Forest plot of ``metric``: each slice's mean delta (B − A) with its (unadjusted) interval.
 
     One block per (dataset, system, model pair), one line per slice in table order, coloured by
     the adjusted decision of the row's family (``decision``): green, B better; red, B worse;
@@ -74,7 +74,7 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
                 f"n={row['n']}{' · small n' if small else ''}"
             )
             tooltip = (
-                f"{heading} | {label} | Δ {summary} | p ({row['adjustment']}, {row['family']}) "
+                f"{heading} | {label} | Δ {summary} (unadjusted CI) | p ({row['adjustment']}, {row['family']}) "
                 f"{row['p_adjusted']:.4g} | {row['decision']}"
             )
             lines.append(
@@ -108,7 +108,7 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
         svg_text(
             plot_left + plot_width / 2,
             axis_bottom + 36,
-            f"Δ {metric} (B − A), mean and {confidence_label(rows)} bootstrap interval",
+            f"Δ {metric} (B − A), mean and unadjusted {confidence_label(rows)} interval",
             size=12,
             anchor="middle",
         )

@@ -136,7 +136,8 @@ def metric_label(metric: str, aliases: Sequence[str] | None) -> str:
 
 def comparison_summary(comparisons: pl.DataFrame, metrics: Sequence[str] | None = None) -> pl.DataFrame:
     """One display row per dataset, system, pair and metric over all queries (slice ``all``),
-    confirmatory rows first."""
+    confirmatory rows first; a comparison over fewer than ``min_slice_n`` queries is marked
+    ``small n``."""
     rows = comparisons.filter(pl.col("slice_column") == ALL_QUERIES)
     if metrics is not None:
         rows = rows.filter(pl.col("metric").is_in(list(metrics)))
@@ -151,10 +152,11 @@ def comparison_summary(comparisons: pl.DataFrame, metrics: Sequence[str] | None 
                 "A": row["model_a"],
                 "B": row["model_b"],
                 **_statistics_cells(row, level, method),
+                "small n": "yes" if row["small_slice"] else "",
             }
             for row in rows.iter_rows(named=True)
         ],
-        schema=_summary_columns(level, first=("dataset", "system", "metric", "A", "B")),
+        schema=_summary_columns(level, first=("dataset", "system", "metric", "A", "B"), last=("small n",)),
     )
 
 
@@ -301,21 +303,25 @@ def confidence_label(table: pl.DataFrame) -> str:
 
 
 def interval_method(comparisons: pl.DataFrame) -> str:
-    """The configured interval of a comparisons table: studentized when any row is (the others
-    fell back to BCa), else the one method all rows share."""
+    """The configured interval of a comparisons table, read from the rows' methods: the hybrid
+    when rows mix ``t`` with bootstrap-t (or its BCa fallback), studentized when any row is (the
+    others fell back to BCa), else the one method all rows share."""
     methods = set(comparisons["interval"].to_list())
+    if "t" in methods and methods - {"t"}:
+        return "hybrid (t where half the deltas or more tie at 0, studentized otherwise)"
     return "studentized" if "studentized" in methods or not methods else methods.pop()
 
 
 def _statistics_cells(row: dict, level: str, method: str) -> dict[str, str]:
-    """The display cells every comparison row shares; † marks an interval made another way
-    than ``method`` (a BCa fallback)."""
+    """The display cells every comparison row shares; † marks a BCa fallback of a studentized
+    (or hybrid) interval."""
     return {
         "n": f"{row['n']:,}",
         "mean A": f"{row['mean_a']:.4f}",
         "mean B": f"{row['mean_b']:.4f}",
         "Δ (B − A)": _signed(row["mean_delta"]),
-        f"{level} CI": format_interval(row["ci_low"], row["ci_high"]) + (" †" if row["interval"] != method else ""),
+        f"unadjusted {level} CI": format_interval(row["ci_low"], row["ci_high"])
+        + (" †" if row["interval"] == "bca" and not method.startswith("bca") else ""),
         "CI MC error": f"±{max(row['ci_low_mc_error'], row['ci_high_mc_error']):.4f}",
         "d_z": _effect(row["d_z"]),
         "p (sign-flip)": _with_error(row["p_value"], row["p_value_mc_error"]),
@@ -329,7 +335,7 @@ def _statistics_cells(row: dict, level: str, method: str) -> dict[str, str]:
 
 def _summary_columns(level: str, *, first: tuple[str, ...], last: tuple[str, ...] = ()) -> dict[str, pl.DataType]:
     names = [
-        *first, "n", "mean A", "mean B", "Δ (B − A)", f"{level} CI", "CI MC error", "d_z", "p (sign-flip)",
+        *first, "n", "mean A", "mean B", "Δ (B − A)", f"unadjusted {level} CI", "CI MC error", "d_z", "p (sign-flip)",
         "p (t-test)", "family", "p (adjusted)", "decision", "W/T/L", *last,
     ]
     return {name: pl.String() for name in names}

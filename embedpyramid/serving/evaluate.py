@@ -4,8 +4,9 @@ Two things are reported apart. ANN recall@k compares the index's top-k with the 
 property of the index, defined for every query). The relevance metrics under ANN score the
 index's top-k against the qrels (a property of the whole system); their reference is the exact
 top-k cut to the same depth k and scored with the same measures, and the paired delta of
-``delta_metric`` (ANN − exact, per evaluated query) gets a paired bootstrap interval
-(:func:`embedpyramid.stats.paired_bootstrap`). A stochastic spec is built with several seeds: its
+``delta_metric`` (ANN − exact, per evaluated query) gets a paired interval
+(:func:`embedpyramid.stats.paired_bootstrap`'s default, the hybrid: the t interval where half the
+queries or more tie at 0 — most ANN deltas do —, bootstrap-t otherwise). A stochastic spec is built with several seeds: its
 recall and delta are reported as mean ± sd over the builds, so one lucky build is not the number.
 """
 
@@ -97,7 +98,7 @@ def evaluate_spec(
     — the vectors recall is recomputed from, whatever cut or metric the spec applies.
 
     Per sweep point, ANN recall and the ``delta_metric`` delta are the mean over seeds, with
-    their sd over seeds; the delta's bootstrap CI resamples queries (or whole ``query_groups``,
+    their sd over seeds; the delta's CI treats as units the queries (or whole ``query_groups``,
     query_id → group) of the per-query delta averaged over seeds. Costs (QPS, latency, build
     seconds, bytes) are means over seeds, peak RSS the largest.
     """

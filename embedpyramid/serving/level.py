@@ -190,7 +190,7 @@ def report_section(store: ArtifactStore, dataset: str, model_key: str) -> Report
         intro=(
             f"Every index spec against exact search, reported apart: ANN recall@{k} (overlap with the exact "
             f"top-{k}, tie-aware: a property of the index) and {delta_metric} under ANN (against the qrels: a "
-            f"property of the system), with its paired delta vs exact and bootstrap CI. Indexes are searched in "
+            f"property of the system), with its paired delta vs exact and its CI (t where half the queries tie, bootstrap-t otherwise). Indexes are searched in "
             f"the card's similarity ({summary['reference_metric'][0]}); stochastic specs (IVF, PQ, HNSW) are built "
             f"with {int(summary['n_seeds'].max())} seeds, recall and delta as mean ± sd over the builds. QPS "
             f"(FAISS's search for every spec, int8 included) at batch {int(summary['batch_size'][0])}, latency "

@@ -12,6 +12,14 @@ k-th largest]``. Both models see the same drawn indices — the ones ``paired_bo
 for the same ``n``, ``B`` and seed — so a model against itself gives exactly ``[0, 0]`` and
 swapping the models negates the interval exactly.
 
+The two-sided p-value of "no difference" is the percentile interval inverted (the test that
+rejects exactly when the interval excludes 0; Efron & Tibshirani 1993, ch. 15–16, with the
+``+1`` of a Monte-Carlo p-value, Davison & Hinkley 1997, ch. 4): with ``B`` valid resamples,
+``p = min(1, 2 (1 + min(#{delta* <= 0}, #{delta* >= 0})) / (B + 1))``. Since ``k`` is the
+floor of ``(B + 1)(1 - confidence) / 2``, ``p <= 1 - confidence`` holds exactly when the
+interval lies above or below 0, so an adjusted p (Holm over a family) decides what the interval
+alone would at the family's level. A model against itself (every ``delta* = 0``) has ``p = 1``.
+
 A resample on which a statistic is undefined (NaN: a correlation of constant values, an AP with
 no positive drawn) is left out of that statistic's interval; ``n_valid`` counts the resamples
 used. With ``groups`` (one label per item) whole groups are drawn (cluster bootstrap, Davison &
@@ -41,8 +49,9 @@ class StatisticComparison:
     Arrays have the statistic's shape (``()`` for a scalar statistic, ``(m,)`` for a vector):
     ``value_a``, ``value_b`` and ``delta = value_b - value_a`` on all items; ``ci_low``,
     ``ci_high`` the percentile interval of the resampled differences, ``median`` their median,
-    ``share_above_zero`` the share strictly above zero, ``n_valid`` the resamples on which both
-    statistics were defined. ``resampling`` is ``"item"`` or ``"group"``.
+    ``share_above_zero`` the share strictly above zero, ``p_value`` the two-sided bootstrap
+    p-value of no difference (the interval inverted, see the module docstring), ``n_valid`` the
+    resamples on which both statistics were defined. ``resampling`` is ``"item"`` or ``"group"``.
     """
 
     value_a: np.ndarray
@@ -52,6 +61,7 @@ class StatisticComparison:
     ci_high: np.ndarray
     median: np.ndarray
     share_above_zero: np.ndarray
+    p_value: np.ndarray
     n_valid: np.ndarray
     n_items: int
     n_units: int
@@ -107,7 +117,7 @@ def paired_statistic_bootstrap(
             deltas[start:stop] = b - a
             start = stop
 
-    low, high, median, above, valid = (np.empty(value_a.size) for _ in range(5))
+    low, high, median, above, p_value, valid = (np.empty(value_a.size) for _ in range(6))
     for column in range(value_a.size):
         finite = np.sort(deltas[np.isfinite(deltas[:, column]), column])
         valid[column] = finite.size
@@ -118,11 +128,13 @@ def paired_statistic_bootstrap(
         low[column], high[column] = finite[k - 1], finite[finite.size - k]
         median[column] = np.median(finite)
         above[column] = np.count_nonzero(finite > 0.0) / finite.size
+        as_extreme = min(np.count_nonzero(finite <= 0.0), np.count_nonzero(finite >= 0.0))
+        p_value[column] = min(1.0, 2.0 * (1 + as_extreme) / (finite.size + 1))
     shape = value_a.shape
     return StatisticComparison(
         value_a=value_a, value_b=value_b, delta=value_b - value_a,
         ci_low=low.reshape(shape), ci_high=high.reshape(shape), median=median.reshape(shape),
-        share_above_zero=above.reshape(shape), n_valid=valid.astype(np.int64).reshape(shape),
+        share_above_zero=above.reshape(shape), p_value=p_value.reshape(shape), n_valid=valid.astype(np.int64).reshape(shape),
         n_items=n_items, n_units=n_units, n_resamples=n_resamples, seed=seed, confidence=confidence,
         method="percentile", resampling="item" if groups is None else "group",
     )

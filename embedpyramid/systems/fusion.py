@@ -1,14 +1,25 @@
 """Fusion of ranked runs: reciprocal rank fusion and weighted score fusion (pyramid L5).
 
 Every input run is first put in the project's order (score descending, then doc_id) and cut to
-its top ``depth`` candidates per query (the candidate depth, recorded with the numbers); rank r
-counts from 1 within that cut. The fused run is cut to ``output_depth`` per query, ordered by
-the fused score rounded to float32, ties to the smaller doc_id.
+its top ``depth`` candidates per query (the candidate depth, recorded with the numbers), keeping
+every document tied in score with the ``depth``-th. The fused run is cut the same way to
+``output_depth`` per query (with the documents tied with the last one), ordered by the fused
+score rounded to float32, ties to the smaller doc_id.
+
+Ties are ties: no fused score depends on document ids. Tied input scores share their mean rank
+(the fractional rank, :meth:`~embedpyramid.systems.runs.CodedRun.mid_ranks`: two documents tied
+at ranks 2 and 3 both get 2.5), and a cut never splits a tie group, so renaming or permuting
+the documents leaves every fused score — and, with the metrics' tie-aware ``expected``
+convention, every L5 number — unchanged. (A stored input run that was itself cut by doc_id at
+its own depth may have dropped documents tied with its last one; no fusion can recover those.)
 
 Reciprocal rank fusion (Cormack, Clarke and Büttcher, "Reciprocal rank fusion outperforms
-Condorcet and individual rank learning methods", SIGIR 2009):
+Condorcet and individual rank learning methods", SIGIR 2009), with the mid rank of tied scores
+(the convention of rank statistics with ties, e.g. Kendall, "Rank Correlation Methods", 1948,
+ch. 3, and of ``scipy.stats.rankdata(method="average")``):
 
-    RRF(q, d) = Σ_i 1 / (k + r_i(q, d)),   k = 60 by default
+    RRF(q, d) = Σ_i 1 / (k + r_i(q, d)),   k = 60 by default,
+    r_i(q, d) = the mean of the 1-based positions of the candidates tied with d in input i
 
 A document missing from input i's candidates for q contributes nothing for that input.
 
@@ -42,10 +53,14 @@ Normalization = Literal["minmax", "zscore"]
 
 
 def candidates(run: CodedRun, depth: int) -> CodedRun:
-    """A ranked run's first ``depth`` rows per query."""
+    """A ranked run's first ``depth`` rows per query, and every later row tied in score with the
+    ``depth``-th (so which documents are candidates never depends on their ids)."""
     if depth < 1:
         raise ValueError(f"candidate depth must be positive, got {depth}")
-    keep = rank_within_query(run.query) < depth
+    position = rank_within_query(run.query)
+    keep = position < depth
+    past = np.flatnonzero(~keep)
+    keep[past] = run.score[past] == run.score[past - position[past] + depth - 1]
     return CodedRun(run.query[keep], run.doc[keep], run.score[keep])
 
 
@@ -57,7 +72,7 @@ def reciprocal_rank_fusion(
         raise ValueError(f"the RRF constant k must be >= 0, got {k}")
     _check_inputs(runs)
     cut = [candidates(run, depth) for run in runs]
-    contributions = [1.0 / (k + run.ranks()) for run in cut]
+    contributions = [1.0 / (k + run.mid_ranks()) for run in cut]
     return _combine(cut, contributions, [np.zeros(0)] * len(cut), output_depth)
 
 
@@ -135,7 +150,7 @@ def _combine(
     starts = group_starts(keys)
     fused = np.add.reduceat(values[order], starts) if keys.size else np.zeros(0)
     fused_queries = keys[starts] // stride
-    return ranked(fused_queries, keys[starts] % stride, fused + total_fill[fused_queries], output_depth)
+    return candidates(ranked(fused_queries, keys[starts] % stride, fused + total_fill[fused_queries]), output_depth)
 
 
 @dataclass(frozen=True)

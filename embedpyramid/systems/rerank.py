@@ -1,8 +1,9 @@
 """Second-stage rerank of the top N candidates of any first stage (pyramid L5).
 
 The first stage is any ranked run — a model's exact run, an L4 index's run, BM25, a fusion —
-and its top ``top_n`` documents per query (project order: score descending, then doc_id) are
-rescored; the output is exactly those candidates in the new order (score descending, ties to
+and its top ``top_n`` documents per query (project order: score descending, then doc_id), with
+every document tied in score with the ``top_n``-th (so the pool never depends on document ids,
+:func:`~embedpyramid.systems.fusion.candidates`), are rescored; the output is exactly those candidates in the new order (score descending, ties to
 the smaller doc_id), so a metric cut deeper than ``top_n`` sees only the reranked candidates.
 A query without candidates stays without documents.
 

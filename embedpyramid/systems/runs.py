@@ -50,6 +50,20 @@ class CodedRun:
         """1-based rank of each row within its query (rows must be grouped by query)."""
         return rank_within_query(self.query) + 1
 
+    def mid_ranks(self) -> np.ndarray:
+        """1-based rank of each row within its query, rows tied in score sharing the mean of the
+        ranks they occupy (the fractional or "mid" rank; rows must be ranked). Unlike
+        :meth:`ranks` it does not depend on the order ties were put in, that is on document ids."""
+        ranks = self.ranks().astype(np.float64)
+        if len(self) == 0:
+            return ranks
+        new_group = np.empty(len(self), dtype=bool)
+        new_group[0] = True
+        new_group[1:] = (self.query[1:] != self.query[:-1]) | (self.score[1:] != self.score[:-1])
+        starts = np.flatnonzero(new_group)
+        counts = np.diff(starts, append=len(self))
+        return np.repeat(ranks[starts] + (counts - 1) / 2.0, counts)
+
     def query_slice(self, query: int) -> CodedRun:
         """The rows of one query (rows must be sorted by query)."""
         start, end = np.searchsorted(self.query, [query, query + 1])

@@ -112,7 +112,7 @@ def report_section(
         pl.col("system_b").alias("system"), "model", "exact", pl.col("mean_b").alias(metric),
         pl.col("mean_delta").alias("Δ vs exact"),
         pl.struct("ci_low", "ci_high").map_elements(lambda r: format_interval(r["ci_low"], r["ci_high"]),
-                                                    return_dtype=pl.String()).alias("CI"),
+                                                    return_dtype=pl.String()).alias("unadjusted CI"),
         pl.col("p_adjusted").map_elements(format_pvalue, return_dtype=pl.String()).alias("p (Holm)"),
         pl.format("{}/{}/{}", "wins", "ties", "losses").alias("W/T/L"), "verdict", "n",
     )
@@ -126,7 +126,7 @@ def report_section(
         intro=(
             f"Each system of systems.yaml against the same model's dense exact search on {metric} over all queries "
             f"(a model-independent system such as BM25, model `none`, against every model's exact run): the paired "
-            f"delta with its {level}bootstrap CI, the sign-flip p-value Holm-adjusted across the dataset's models × "
+            f"delta with its unadjusted {level}bootstrap CI, the sign-flip p-value Holm-adjusted across the dataset's models × "
             "systems, wins/ties/losses per query. Latency is what each stage adds per query (p50/p95 ms, batch 1, "
             "wall clock; its scope says what was timed), beside its inputs and candidate depth. A weighted fusion "
             "says where its weight came from (`tuned_on`)."

@@ -51,7 +51,7 @@ STATISTIC_COMPARISON_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(), "model_a": pl.String(), "model_b": pl.String(), "n": pl.Int64(), "n_units": pl.Int64(),
     "value_a": pl.Float64(), "value_b": pl.Float64(), "delta": pl.Float64(),
     "ci_low": pl.Float64(), "ci_high": pl.Float64(), "boot_median": pl.Float64(),
-    "share_above_zero": pl.Float64(), "n_valid": pl.Int64(), "confidence": pl.Float64(),
+    "share_above_zero": pl.Float64(), "p_value": pl.Float64(), "n_valid": pl.Int64(), "confidence": pl.Float64(),
     "n_resamples": pl.Int64(), "seed": pl.Int64(), "resampling": pl.String(),
 }
 
@@ -120,6 +120,7 @@ def comparison_frame(comparison: StatisticComparison, metrics: Sequence[str], *,
         "value_b": column(comparison.value_b), "delta": column(comparison.delta),
         "ci_low": column(comparison.ci_low), "ci_high": column(comparison.ci_high),
         "boot_median": column(comparison.median), "share_above_zero": column(comparison.share_above_zero),
+        "p_value": column(comparison.p_value),
         "n_valid": np.asarray(comparison.n_valid).reshape(-1).tolist(), "confidence": [comparison.confidence] * n,
         "n_resamples": [comparison.n_resamples] * n, "seed": [comparison.seed] * n,
         "resampling": [comparison.resampling] * n,

@@ -7,13 +7,16 @@ statistic comparisons of :func:`~embedpyramid.tasks.level.compare_task`, and the
 The per-item metric of every family that has per-item rows is ``accuracy`` (pair
 classification, classification, bitext): it is the confirmatory metric of a task dataset, so
 each (dataset, system) gets a verdict. STS and clustering have no per-item mean (a correlation,
-a clustering score): their verdict reads the statistic bootstrap of the primary statistic
-(``spearman``, ``v_measure``), unadjusted, and says so.
+a clustering score): their verdict reads the paired statistic bootstrap of the primary statistic
+(``spearman``, ``v_measure``) — its p-value, the percentile interval inverted
+(:func:`~embedpyramid.stats.paired_statistic_bootstrap`), Holm-adjusted over every pair of the
+task family (all its datasets, systems and splits) — and decides with the retrieval verdict's
+words: ``better``/``worse`` at the adjusted p, otherwise "no detectable difference". The interval
+quoted beside the adjusted p is the unadjusted one, and says so.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,16 @@ from embedpyramid.inputs import SummaryInputs, pair_sanity_asset_name, task_asse
 from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.tables import comparison_summary
 from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
-from embedpyramid.stats.compare import COMPARISON_SCHEMA, HSD_SCHEMA, compare_models, comparison_settings
+from embedpyramid.stats.compare import (
+    COMPARISON_SCHEMA,
+    DECISIONS,
+    HSD_PAIR_SCHEMA,
+    HSD_SCHEMA,
+    compare_models,
+    comparison_settings,
+    tukey_hsd_tables,
+)
+from embedpyramid.stats.multiple import holm_adjust
 from embedpyramid.store import PER_QUERY_SCHEMA, ArtifactStore, read_frame, read_json, write_json, write_parquet
 from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA
 from embedpyramid.tasks.level import compare_task, read_task_result, task_groups, task_items, tasks_dir
@@ -44,6 +56,7 @@ PAIR_SANITY_SCHEMA: dict[str, pl.DataType] = {
 TASK_TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "task_per_item": PER_QUERY_SCHEMA, "task_summary": SUMMARY_SCHEMA, "task_comparisons": COMPARISON_SCHEMA,
     "task_statistic_comparisons": STATISTIC_COMPARISON_SCHEMA, "pair_sanity": PAIR_SANITY_SCHEMA,
+    "task_hsd": HSD_SCHEMA, "task_hsd_pairs": HSD_PAIR_SCHEMA,
 }
 """The tables of the task summary, each also a view of ``results.duckdb`` under the same name."""
 FAMILY_TITLES = {
@@ -111,14 +124,15 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
         if per_item.height:
             settings = replace(comparison_settings(config, dataset), report_metric=PER_ITEM_METRIC, length_buckets=())
             parts["task_comparisons"].append(compare_models(per_item, items, settings))
+            hsd, hsd_pairs = tukey_hsd_tables(per_item, items, settings, PER_ITEM_METRIC)
+            parts["task_hsd"].append(hsd)
+            parts["task_hsd_pairs"].append(hsd_pairs)
         for key in sorted(results):
             if key != baseline:
                 statistics = compare_task(spec.task, results[baseline].predictions, results[key].predictions,
                                           n_resamples=comparison.n_resamples, confidence=comparison.confidence,
                                           seed=comparison.seed, groups=task_groups(items, spec))
                 parts["task_statistic_comparisons"].append(statistics)
-                if spec.task in PRIMARY_STATISTIC:
-                    verdicts += statistic_verdicts(statistics, PRIMARY_STATISTIC[spec.task], spec.task)
     for dataset in [*config.datasets, *config.task_datasets]:
         task = config.task_datasets[dataset].task if dataset in config.task_datasets else "retrieval"
         asset = pair_sanity_asset_name(None if task == "retrieval" else task)
@@ -131,9 +145,13 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
                       "model": model.key, "task": task}], schema=PAIR_SANITY_SCHEMA))
     tables = {name: pl.concat(frames, how="vertical_relaxed").cast(TASK_TABLE_SCHEMAS[name]) if frames
               else pl.DataFrame(schema=TASK_TABLE_SCHEMAS[name]) for name, frames in parts.items()}
-    paired = dataset_verdicts(tables["task_comparisons"], pl.DataFrame(schema=HSD_SCHEMA), power=comparison.power,
-                              detectable_delta=comparison.detectable_delta)
+    paired = dataset_verdicts(tables["task_comparisons"], tables["task_hsd"], power=comparison.power,
+                              detectable_delta=comparison.detectable_delta, hsd_pairs=tables["task_hsd_pairs"])
     tasks = {name: spec.task for name, spec in config.task_datasets.items()}
+    for task, metric in PRIMARY_STATISTIC.items():
+        family = tables["task_statistic_comparisons"].filter(
+            pl.col("dataset").is_in([name for name, kind in tasks.items() if kind == task]))
+        verdicts += statistic_verdicts(family, metric, task)
     # A task dataset has several systems (kNN and probe, nearest/margin/CSLS): say which one.
     paired_verdicts = []
     for verdict in paired:
@@ -144,22 +162,29 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
 
 
 def statistic_verdicts(statistics: pl.DataFrame, metric: str, task: str) -> list[dict[str, Any]]:
-    """One verdict per model pair from the statistic bootstrap of ``metric`` over all items."""
+    """One verdict per model pair from the paired statistic bootstrap of ``metric``: the rows of
+    ``metric`` in ``statistics`` (one task family) are one Holm family, and each pair's
+    ``decision`` (``better``/``worse`` for model B against A, or ``not significant``) reads its
+    adjusted p at ``1 - confidence``."""
+    rows = statistics.filter(pl.col("metric") == metric)
+    adjusted = holm_adjust(rows["p_value"].to_numpy()) if rows.height else []
+    tests = "1 test" if rows.height == 1 else f"{rows.height} tests"
     verdicts = []
-    for row in statistics.filter(pl.col("metric") == metric).iter_rows(named=True):
+    for row, p_adjusted in zip(rows.iter_rows(named=True), adjusted, strict=True):
         a, b, low, high = row["model_a"], row["model_b"], row["ci_low"], row["ci_high"]
-        if math.isnan(low) or math.isnan(high):
-            outcome = "the interval could not be computed"
-        elif low > 0 or high < 0:
-            outcome = f"{b if low > 0 else a} is better"
-        else:
-            outcome = "no detectable difference"
+        significant = p_adjusted <= 1.0 - row["confidence"]
+        decision = DECISIONS[2] if not significant else DECISIONS[0] if row["delta"] > 0 else DECISIONS[1]
+        outcome = {DECISIONS[0]: f"{b} is better than {a}", DECISIONS[1]: f"{a} is better than {b}"}.get(
+            decision, "no detectable difference")
+        p_text = "< 0.0001" if p_adjusted < 1e-4 else f"= {p_adjusted:.4f}"
         verdicts.append({
             "dataset": row["dataset"], "system": row["system"], "metric": metric, "model_a": a, "model_b": b,
-            "delta": row["delta"], "ci_low": low, "ci_high": high,
-            "text": (f"{row['dataset']} ({task}, {metric} over {row['n']:,} items): {b} − {a} = {row['delta']:+.4f} "
-                     f"[{low:+.4f}, {high:+.4f}] ({row['confidence']:.0%} paired bootstrap of the statistic, "
-                     f"{row['n_resamples']:,} resamples, unadjusted) — {outcome}."),
+            "delta": row["delta"], "ci_low": low, "ci_high": high, "p_value": row["p_value"],
+            "p_adjusted": float(p_adjusted), "family_size": rows.height, "decision": decision,
+            "text": (f"{row['dataset']} ({task}, {metric} over {row['n']:,} items): {b} − {a} = {row['delta']:+.4f}, "
+                     f"unadjusted {row['confidence']:.0%} CI [{low:+.4f}, {high:+.4f}] (paired bootstrap of the "
+                     f"statistic, {row['n_resamples']:,} resamples), p (Holm over the {task} family, {tests}) "
+                     f"{p_text} — {outcome}."),
         })
     return verdicts
 
@@ -221,11 +246,12 @@ def task_report_sections(config: ProjectConfig, summary: TaskSummary | None) -> 
                                                    _with_sd(rows))]
         statistics = summary.tables["task_statistic_comparisons"].filter(pl.col("dataset").is_in(datasets))
         if statistics.height:
-            tables.append(("Paired bootstrap of each whole-set statistic (b − a, same resampled items)",
+            tables.append(("Paired bootstrap of each whole-set statistic (b − a, same resampled items; unadjusted "
+                           "intervals and p-values — the verdicts Holm-adjust the primary statistic's)",
                            statistics.select("dataset", "system", "subset", "split", "metric", "model_a", "model_b",
                                              "n", pl.col("value_a").round(4), pl.col("value_b").round(4),
                                              pl.col("delta").round(4), pl.col("ci_low").round(4),
-                                             pl.col("ci_high").round(4), "resampling")))
+                                             pl.col("ci_high").round(4), "p_value", "resampling")))
         compared = summary.tables["task_comparisons"].filter(pl.col("dataset").is_in(datasets))
         if compared.height:
             tables.append(("Paired comparisons of the per-item values (Holm within the confirmatory family)",

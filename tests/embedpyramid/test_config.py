@@ -183,6 +183,12 @@ def test_comparison_baseline_and_report_metric_are_checked(write_configs, defaul
     settings = comparison_settings(config, "chatterbot-en")
     assert settings.baseline == config.models["use-m3"].key and settings.seed == 3
     assert settings.slice_columns == ("category",) and settings.group_column is None
+    # The interval benchmarks/interval_coverage.py chose, and the n < 30 flag, by default and
+    # in the shipped protocol; the other intervals stay selectable.
+    assert (settings.interval, settings.min_slice_n) == ("hybrid", 30)
+    bare = load_config(write_configs("e", protocol={**protocol, "comparison": {"interval": "t"}}))
+    assert comparison_settings(bare, "chatterbot-en").interval == "t"
+    assert (bare.protocol.comparison.min_slice_n, type(bare.protocol.comparison)().interval) == (30, "hybrid")
     assert load_config(write_configs("d", protocol={**protocol, "comparison": {}})).baseline.name == "minilm-l6"
 
 

@@ -100,7 +100,7 @@ def test_the_report_has_an_l6_section_with_the_verdict_tables_and_plots(evaluate
     assert "## L6 downstream answers: chat · exact" in markdown
     section = markdown.split("## L6 downstream answers: chat · exact", 1)[1]
     assert section.lstrip().startswith("chat · exact: the answer quality ")
-    for text in ("likelihood ratio χ²(1)", "letter groups:", "Power: a 0.25 grade-point difference",
+    for text in ("Wald χ²(1)", "covariance clustered on", "letter groups:", "Power: a 0.25 grade-point difference",
                  "Model choice: ", "Not measured offline", "Letter groups", "Mean grade (SD)",
                  "qrels judge"):
         assert text in section, text

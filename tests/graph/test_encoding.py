@@ -24,7 +24,7 @@ from embedpyramid.hashing import sha256_table
 from embedpyramid.store import ArtifactStore, read_table
 from pipelines.instance import ENCODER_POOL, ensure_encoder_pool
 from pipelines.partitions import model_dataset_key
-from pipelines.runner import run_pipeline
+from pipelines.runner import project_status, run_pipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-graph-5b7e9d1f3a"
@@ -67,6 +67,11 @@ def test_a_killed_encode_resumes_to_bit_identical_tables_and_metrics(write_confi
     assert len(shards) >= 2, "the encode finished before it could be killed"
     kind = shards[0].parent.name.split("-")[0].lstrip(".")
     assert not list(killed.glob(f"embeddings/*/{kind}-[0-9a-f]*.parquet"))  # killed mid-encode: no table yet
+    # The killed run recorded no failure itself: status marks it failed and shows its partition failed.
+    rows = {(row.model, row.level): row for row in project_status(folder, killed)}
+    key = load_config(folder).models["minilm-l6"].key
+    assert rows[(key, "embeddings")].state == "failed"
+    assert "last run failed" in rows[(key, "embeddings")].why
 
     resumed = run_pipeline(folder, killed, log=lambda _: None)
     assert resumed.failures == []

@@ -5,13 +5,13 @@ import datetime
 import json
 
 import dagster as dg
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from graph_helpers import beir_folder, plan_and_automation, quick_protocol, requested_by_automation, toy
 
 from assets.retrieval import exact_topk
 from embedpyramid.config import load_config
 from pipelines import graph
 from pipelines.automation import nightly_refresh
+from pipelines.dagster_internals import DATA_VERSION_TAG
 from pipelines.definitions import _location_folders
 from pipelines.freshness import MODEL_CARD, config_observations
 from pipelines.graph import build_definitions

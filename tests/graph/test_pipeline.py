@@ -107,7 +107,8 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         CONFIG, "data", "embeddings", "l2_retrieval", "l1_geometry", "l4_serving", "efficiency", "summary", "l2_tasks",
         "l3_transfer", "l5_systems", "l6_downstream"}
     assert {s.name for s in repository.sensor_defs} == {"config_sensor", "evaluation_automation"}
-    assert {s.name for s in repository.schedule_defs} == {"nightly_refresh", "nightly_summary"}
+    assert {s.name for s in repository.schedule_defs} == {
+        "nightly_refresh", "nightly_summary", *(f"nightly_refresh_{family}" for family in TASK_FAMILIES)}
     for key in graph.get_all_asset_keys():
         assert not graph.get(key).is_materializable or graph.get(key).code_version is not None
 
@@ -441,8 +442,9 @@ def test_sensor_registers_cards_reports_config_and_drops_only_what_its_folder_re
     instance.add_dynamic_partitions(MODELS, ["retired"])
 
     def tick(configs):
-        return config_sensor(dg.build_sensor_context(instance=instance, resources={
-            "project": ProjectResource(configs_dir=str(configs), data_dir="unused")}))
+        with dg.build_sensor_context(instance=instance, resources={
+                "project": ProjectResource(configs_dir=str(configs), data_dir="unused")}) as context:
+            return config_sensor(context)
 
     result = tick(folder)
     requests = {(type(r).__name__, r.partitions_def_name): sorted(r.partition_keys) for r in result.dynamic_partitions_requests}

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import yaml
 from graph_helpers import quick_protocol, small_ann, toy
@@ -136,6 +137,18 @@ def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs
         assert by_asset["retrieval_metrics"]["staleStatusByPartition"] == ["FRESH", "FRESH"]
         assert nodes["summary"][0]["staleStatus"] == "STALE"
         assert nodes["summary"][0]["staleCauses"][0]["key"]["path"] == ["config", "comparison"]
+        # At the asset level, no partition opened: the up_to_date check the CLI recorded warns.
+        checks = server.graphql(
+            "{ assetNodes(assetKeys: [{path: [\"norm_geometry\"]}, {path: [\"retrieval_metrics\"]}]) { assetKey { path } "
+            "assetChecksOrError { ... on AssetChecks { checks { name executionForLatestMaterialization { status "
+            "evaluation { severity description } } } } } } }")
+        up_to_date = {node["assetKey"]["path"][0]: next(
+            check["executionForLatestMaterialization"] for check in node["assetChecksOrError"]["checks"]
+            if check["name"] == "up_to_date") for node in checks["assetNodes"]}
+        assert up_to_date["norm_geometry"]["status"] == "FAILED"
+        assert up_to_date["norm_geometry"]["evaluation"]["severity"] == "WARN"
+        assert up_to_date["norm_geometry"]["evaluation"]["description"] == "2 of 2 partitions need work"
+        assert up_to_date["retrieval_metrics"]["status"] == "SUCCEEDED"
 
         with playwright.sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=CHROMIUM, args=[
@@ -163,8 +176,73 @@ def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs
             assert "chatterbot-small|ngrams-48" in detail
             summary = visit("/assets/comparisons", ["Unsynced (1)"], "stale-summary")
             assert "comparisons" in summary
+            checks_page = visit("/assets/norm_geometry?view=checks", ["up_to_date"], "stale-asset-check")
+            assert "2 of 2 partitions need work" in checks_page
+            group = visit(f"/locations/{LOCATION}/asset-groups/l1_geometry", ["norm_geometry"], "stale-group-lineage")
+            assert "normalization_price" in group
             browser.close()
     finally:
         server.stop()
     assert sorted(p.name for p in shots.iterdir()) == [
-        "lineage.png", "model-partitions.png", "stale-partition.png", "stale-summary.png"]
+        "lineage.png", "model-partitions.png", "stale-asset-check.png", "stale-group-lineage.png", "stale-partition.png",
+        "stale-summary.png"]
+
+
+def step_intervals(instance, run_id: str) -> list[tuple[float, float, str]]:
+    """(start, end, step) of every step of a run that started."""
+    starts, intervals = {}, []
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event is None or event.step_key is None:
+            continue
+        if event.event_type == dg.DagsterEventType.STEP_START:
+            starts[event.step_key] = record.timestamp
+        elif event.event_type in (dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE):
+            intervals.append((starts[event.step_key], record.timestamp, event.step_key))
+    return intervals
+
+
+def test_runs_the_automation_launches_wait_for_a_cli_run_on_the_same_folder(write_configs, tiny, tmp_path,
+                                                                            monkeypatch):
+    home, data = tmp_path / "home", tmp_path / "data"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    slow = {"backend": "entry-point", "entry_point": "toy_encoders:SlowNgrams", "options": {"dim": 16, "seconds": 4},
+            "run": {"batch_size": 4, "latency_queries": 2, "latency_repeats": 1}}
+    folder = write_configs(models={"slow": slow, "fast": toy(24)}, datasets=tiny, protocol=quick_protocol())
+    project_status(folder, data)  # binds the instance to the folder and registers the partitions
+    server = DagsterDev(home, tmp_path / "dagster-dev.log")
+    try:
+        server.wait_until_up()
+        # The CLI evaluates the slow card while the automation requests the fast card's partitions.
+        started = time.time()
+        report = run_pipeline(folder, data, models=["slow"], command=["run", "--models", "slow"])
+        finished = time.time()
+        assert report.failures == []
+        instance = dg.DagsterInstance.get()
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            launched = [record.dagster_run for record in instance.get_run_records()
+                        if "embedpyramid/cli" not in record.dagster_run.tags]
+            if any(run.tags.get("dagster/partition", "").endswith("fast") for run in launched) and all(
+                    run.is_finished for run in launched):
+                break
+            time.sleep(3)
+        else:
+            pytest.fail("the automation launched no run for the fast card, or its runs did not finish")
+        assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in launched)
+        cli_runs = [record.dagster_run for record in instance.get_run_records()
+                    if record.dagster_run.tags.get("embedpyramid/cli") == "run"]
+        cli_steps = [interval for run in cli_runs for interval in step_intervals(instance, run.run_id)]
+        held_from, held_to = min(start for start, _, _ in cli_steps), max(end for _, end, _ in cli_steps)
+        automation_steps = [(start, end, run.run_id) for run in launched
+                            for start, end, _ in step_intervals(instance, run.run_id)]
+        assert automation_steps and started < held_from and held_to < finished
+        # While the CLI holds the folder no step of another run runs, and no two steps of any runs overlap.
+        assert all(end <= held_from + 0.05 or start >= held_to - 0.05 for start, end, _ in automation_steps)
+        latest_end = 0.0
+        for start, end, _ in sorted([*automation_steps, *((a, b, "cli") for a, b, _ in cli_steps)]):
+            assert start >= latest_end - 0.05, "two steps wrote the data folder at once"
+            latest_end = max(latest_end, end)
+    finally:
+        server.stop()

@@ -4,8 +4,11 @@ retrieval measures."""
 import numpy as np
 import polars as pl
 import pytest
+from simulated_grades import simulated_grades
 
-from embedpyramid.downstream.summary import compare_downstream
+from embedpyramid.config import AnalysisConfig
+from embedpyramid.downstream import analyse_grades
+from embedpyramid.downstream.summary import _verdict, compare_downstream
 from embedpyramid.reports.results import sort_metrics
 from embedpyramid.stats.compare import ComparisonSettings
 
@@ -52,3 +55,17 @@ def test_metrics_of_other_levels_sort_after_the_retrieval_measures_by_name():
     frame = pl.DataFrame({"metric": ["judge:relevance", "nDCG@10", "answer:token_f1", "Recall@5", "nDCG@5"]})
     assert sort_metrics(frame)["metric"].to_list() == ["nDCG@5", "nDCG@10", "Recall@5", "answer:token_f1",
                                                        "judge:relevance"]
+
+
+def test_the_l6_verdict_reads_the_clustered_wald_test_not_the_likelihood_ratio():
+    # No model effect, three criteria grading one answer (a shared answer effect): on this seed the
+    # LRT, which assumes independent grades, rejects, and the clustered Wald test does not.
+    grades = simulated_grades(14, (0.0, 0.0, 0.0), n_queries=60, query_sd=0.5, cell_sd=0.8, noise_sd=0.5)
+    analysis = analyse_grades(grades, AnalysisConfig(power={"n_simulations": 100}, seed=7), dataset="toy",
+                              system="exact")
+    lrt, wald = (analysis.omnibus.filter(pl.col("test") == name).row(0, named=True) for name in ("likelihood ratio", "wald"))
+    assert lrt["p_value"] <= 0.05 < wald["p_value"]
+    text = _verdict(analysis)
+    assert text.startswith("toy · exact: the answer quality does not detectably differ by model (Wald χ²(2) = "
+                           f"{wald['statistic']:.1f}, p = {wald['p_value']:.2g}, α = 0.05, {wald['candidate']}, "
+                           "covariance clustered on 60 queries; p from F(2, 59)")

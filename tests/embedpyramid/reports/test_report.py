@@ -134,6 +134,8 @@ def test_key_table_lists_every_pair_and_metric_over_all_queries():
     assert first["family"] == "confirmatory (Holm, 1)" and summary.row(1, named=True)["family"].startswith("exploratory (BH")
     assert first["d_z"] == f"{everything['d_z']:+.2f}" and first["p (t-test)"] and first["CI MC error"].startswith("±")
     assert first["decision"] in ("better", "worse", "not significant")
+    # The interval beside the adjusted p is the unadjusted one, and says so.
+    assert first["unadjusted 95% CI"] == f"[{everything['ci_low']:+.4f}, {everything['ci_high']:+.4f}]"
 
 
 def test_slice_summary_shows_small_slices_flagged():
@@ -141,7 +143,17 @@ def test_slice_summary_shows_small_slices_flagged():
     science = summary.filter(pl.col("slice") == "category = science").row(0, named=True)
     assert (science["n"], science["small n"]) == ("6", "yes")
     assert science["family"].startswith("exploratory")
+    # The default threshold is 30 queries: 24 is flagged, 30 is not.
+    greetings = summary.filter(pl.col("slice") == "category = greetings").row(0, named=True)
+    assert (greetings["n"], greetings["small n"]) == ("24", "yes")
     assert summary.filter(pl.col("slice") == "all queries")["small n"].to_list() == [""]
+
+
+def test_comparison_summary_flags_a_comparison_over_fewer_than_30_queries():
+    assert comparison_summary(REPORT.comparisons)["small n"].to_list() == ["", ""]
+    small = REPORT.comparisons.with_columns(n=pl.lit(29, dtype=pl.Int64), small_slice=pl.lit(True))
+    assert comparison_summary(small)["small n"].to_list() == ["yes", "yes"]
+    assert "| small n |" in key_table_markdown(small).splitlines()[0]
 
 
 def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
@@ -161,6 +173,7 @@ def test_forest_plot_is_valid_svg_with_one_mark_per_slice():
         else:
             assert stroke == {"better": "#1b7837", "worse": "#b2182b", "not significant": "#4d4d4d"}[row["decision"]]
     assert "small slice: not coloured" in svg and "B better (adjusted p ≤ α)" in svg
+    assert "mean and unadjusted 95% interval" in svg
     with pytest.raises(ValueError, match="no comparisons for metric 'MAP@10'"):
         forest_plot_svg(REPORT.comparisons, "MAP@10")
 
@@ -294,11 +307,18 @@ def test_hsd_section_shows_groups_rank_intervals_and_simultaneous_intervals():
     assert "## Model groups: nDCG@10 (Tukey HSD)" in markdown
     assert "| chat | c | 40 |" in markdown and "| 1 |" in markdown  # c ranks first, alone
     assert hsd_pairs_summary(pairs)["different"].to_list() == ["no", "yes", "yes"]
-    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, power=0.8, detectable_delta=0.02)
-    # c beats the baseline a in the confirmatory family; the HSD puts a and b together.
-    assert (verdict.winner, verdict.second, verdict.family_size) == ("c", "a", 2)
-    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins over a (Δ = +0.")
-    assert verdict.text().endswith("Tukey HSD groups (all pairs at once, more conservative): a: c; b: b, a.")
+    verdict, = dataset_verdicts(compare_models(per_query, queries, settings), hsd, power=0.8, detectable_delta=0.02,
+                                hsd_pairs=pairs)
+    # The HSD ranks c first alone and puts a and b together: c wins, by its margin over the
+    # runner-up b (the higher mean of the other two), with the simultaneous interval of that pair.
+    runner_up = hsd.row(1, named=True)
+    b_c = pairs.filter((pl.col("model_a") == "b") & (pl.col("model_b") == "c")).row(0, named=True)
+    assert runner_up["model"] == "b" and hsd.row(0, named=True)["rank_high"] == 1
+    assert (verdict.winner, verdict.second, verdict.family_size, verdict.interval) == ("c", "b", 3, "simultaneous")
+    assert (verdict.delta, verdict.ci_low, verdict.p_adjusted) == (b_c["mean_delta"], b_c["ci_low"], b_c["p_value"])
+    assert verdict.text().startswith("chat · nDCG@10 over 40 queries: c wins, better than every other model")
+    assert verdict.text().endswith("Better than the baseline a (Holm, confirmatory family): c. "
+                                   "Tukey HSD groups: a: c; b: b, a.")
 
 
 def test_environment_record_lists_cards_datasets_conventions_packages_and_machine():
@@ -399,3 +419,43 @@ def test_first_few_counts_what_it_leaves_out():
     assert first_few(["a", "b", "c"], "settings") == "a, b, c"
     assert first_few(["a", "b", "c", "d", "e"], "settings") == "5 settings: a, b, c +2 more"
     assert first_few(["a", "b", "c", "d"], separator="; ", shown=1) == "a +3 more"
+
+
+def test_the_report_opens_with_the_overview_linking_each_line_to_its_section():
+    from dataclasses import replace
+
+    from embedpyramid.reports.overview import OverviewLine
+
+    overview = (
+        OverviewLine("chat", "verdict", "winner b over a", "Comparisons over all queries"),
+        OverviewLine("chat", "slices", "no slice regression is significant", "Slices: nDCG@10"),
+        OverviewLine("chat", "L4", "no current L4 serving sweep of b on chat", None),
+        OverviewLine("chat", "L3", "the public ranking holds", "Transfer"),  # a section this report lacks
+    )
+    report = replace(REPORT, overview=overview)
+    markdown = render_markdown(report)
+    lines = markdown.splitlines()
+    assert lines[0].startswith("# ") and lines[2] == '<a id="overview"></a>' and lines[4] == "## Overview"
+    assert lines[6:8] == ["- [chat · verdict: winner b over a](#comparisons-over-all-queries)",
+                          "- [chat · slices: no slice regression is significant](#slices-ndcg-10)"]
+    assert lines[9] == ("chat · not in this report — L4: no current L4 serving sweep of b on chat; "
+                        "L3: the public ranking holds")
+    assert markdown.index("## Overview") < markdown.index("## Verdict")
+    assert '<a id="comparisons-over-all-queries"></a>' in markdown and '<a id="slices-ndcg-10"></a>' in markdown
+    page = render_html(report)
+    assert '<h2 id="overview">Overview</h2>\n<ul><li><a href="#comparisons-over-all-queries">' in page
+    assert '<h2 id="comparisons-over-all-queries">' in page and '<h2 id="slices-ndcg-10">' in page
+    assert "## Overview" not in render_markdown(REPORT)
+
+
+def test_the_hybrid_is_named_and_only_a_bca_fallback_is_marked():
+    from embedpyramid.reports.tables import interval_method
+
+    rows = REPORT.comparisons.filter(pl.col("slice_column") == "all").head(1)
+    mixed = pl.concat([rows.with_columns(pl.lit(name).alias("interval")) for name in ("t", "studentized", "bca")])
+    assert interval_method(mixed).startswith("hybrid (t where half the deltas or more tie at 0")
+    cells = comparison_summary(mixed)["unadjusted 95% CI"].to_list()
+    assert [cell.endswith(" †") for cell in cells] == [False, False, True]
+    assert interval_method(mixed.filter(pl.col("interval") != "t")) == "studentized"
+    only_bca = comparison_summary(mixed.filter(pl.col("interval") == "bca"))["unadjusted 95% CI"].to_list()
+    assert interval_method(mixed.filter(pl.col("interval") == "bca")) == "bca" and not only_bca[0].endswith(" †")

@@ -4,6 +4,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from embedpyramid.stats import paired_bootstrap
 from embedpyramid.stats.bootstrap import INTERVAL_METHODS, bootstrap_counts, bootstrap_indices, percentile_rank
@@ -13,7 +14,8 @@ METHODS = list(INTERVAL_METHODS)
 
 def loop_bootstrap(deltas, *, n_resamples, confidence, seed, groups=None):
     """Obviously-correct reference: one resample at a time, from the same index draws, with the
-    three intervals computed from their textbook formulas."""
+    intervals computed from their textbook formulas (the hybrid: t where half the deltas or more
+    are 0, studentized otherwise)."""
     matrix = np.asarray(deltas, dtype=float).reshape(len(deltas), -1)
     if groups is None:
         members = [np.array([i]) for i in range(len(matrix))]
@@ -54,9 +56,14 @@ def loop_bootstrap(deltas, *, n_resamples, confidence, seed, groups=None):
     low_rank = np.floor((n_resamples + 1) * levels[0]).astype(int)
     high_rank = n_resamples + 1 - np.floor((n_resamples + 1) * (1 - levels[1])).astype(int)
     columns = np.arange(matrix.shape[1])
+    half = student_t.ppf(1 - (1 - confidence) / 2, n_units - 1) * se
+    studentized = (mean - t[n_resamples - k] * se, mean - t[k - 1] * se)
+    tied = (matrix == 0).mean(axis=0) >= 0.5
     return {
+        "t": (mean - half, mean + half),
+        "hybrid": tuple(np.where(tied, end, student) for end, student in zip((mean - half, mean + half), studentized, strict=True)),
         "percentile": (means[k - 1], means[n_resamples - k]),
-        "studentized": (mean - t[n_resamples - k] * se, mean - t[k - 1] * se),
+        "studentized": studentized,
         "bca": (means[low_rank - 1, columns], means[high_rank - 1, columns]),
         "median": np.median(means, axis=0),
         "share_above_zero": (means > 0).mean(axis=0),
@@ -82,7 +89,7 @@ def test_two_opposite_deltas_follow_the_hand_computed_distribution():
     # Studentized: se = sd / sqrt(2) = 1; the resamples (1, 1) and (-1, -1) have no spread, so
     # t* = +-inf for a quarter of them each: the t pivot cannot bound the mean, and the column
     # is read as BCa instead (here the percentile interval: no bias, no acceleration).
-    studentized = paired_bootstrap(np.array([1.0, -1.0]), n_resamples=10_000, seed=42)
+    studentized = paired_bootstrap(np.array([1.0, -1.0]), n_resamples=10_000, seed=42, method="studentized")
     assert (float(studentized.ci_low), float(studentized.ci_high)) == (-1.0, 1.0)
     assert bool(studentized.fallback) and not bool(percentile.fallback)
 
@@ -92,11 +99,12 @@ def test_sparse_deltas_fall_back_to_bca_rather_than_an_unbounded_interval():
     # spread and an infinite t*, so the studentized interval is unbounded; BCa gives a finite one.
     deltas = np.zeros(748)
     deltas[3], deltas[100] = -0.04, 0.003
-    result = paired_bootstrap(deltas, n_resamples=2_000, seed=1)
+    result = paired_bootstrap(deltas, n_resamples=2_000, seed=1, method="studentized")
     bca = paired_bootstrap(deltas, n_resamples=2_000, seed=1, method="bca")
     assert bool(result.fallback) and np.isfinite([result.ci_low, result.ci_high]).all()
+    assert str(result.methods) == "bca"
     assert (float(result.ci_low), float(result.ci_high)) == (float(bca.ci_low), float(bca.ci_high))
-    dense = paired_bootstrap(np.random.default_rng(0).normal(size=748), n_resamples=2_000, seed=1)
+    dense = paired_bootstrap(np.random.default_rng(0).normal(size=748), n_resamples=2_000, seed=1, method="studentized")
     assert not bool(dense.fallback)
 
 
@@ -240,13 +248,37 @@ def test_metrics_are_resampled_jointly_with_the_draws_of_a_single_metric(method)
         np.testing.assert_allclose(joint.ci_high[column], alone.ci_high, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", [method for method in METHODS if method != "t"])
 def test_monte_carlo_error_predicts_the_spread_of_an_endpoint_over_seeds(method):
     deltas = np.random.default_rng(12).exponential(size=60)
     runs = [paired_bootstrap(deltas, n_resamples=1_000, seed=seed, method=method) for seed in range(40)]
     observed = np.std([float(run.ci_low) for run in runs], ddof=1)
     predicted = np.mean([float(run.ci_low_mc_error) for run in runs])
     assert 0.5 * observed < predicted < 2.0 * observed
+
+
+def test_the_t_interval_does_not_resample_so_it_has_no_monte_carlo_error():
+    deltas = np.random.default_rng(12).exponential(size=60)
+    runs = [paired_bootstrap(deltas, n_resamples=1_000, seed=seed, method="t") for seed in range(3)]
+    assert len({(float(run.ci_low), float(run.ci_high)) for run in runs}) == 1
+    assert all(float(run.ci_low_mc_error) == float(run.ci_high_mc_error) == 0.0 for run in runs)
+
+
+def test_the_hybrid_reads_t_where_half_the_deltas_tie_and_studentized_elsewhere():
+    # Column 0: 5 of 10 deltas are 0 (tied share 0.5, the threshold): the t interval,
+    # mean 0.3, sd 0.48305 (hand-computed), t_9(0.975) = 2.262157.
+    # Column 1: no zero delta: the studentized interval, exactly as method="studentized".
+    tied = np.array([1.0, 1.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    dense = np.linspace(-0.4, 0.9, 10)
+    deltas = np.column_stack([tied, dense])
+    hybrid = paired_bootstrap(deltas, n_resamples=2_000, seed=4, method="hybrid")
+    studentized = paired_bootstrap(deltas, n_resamples=2_000, seed=4, method="studentized")
+    half = 2.2621571627 * math.sqrt((2 * 0.7**2 + 2 * 0.2**2 + 6 * 0.3**2) / 9) / math.sqrt(10)
+    assert hybrid.ci_low[0] == pytest.approx(0.3 - half, abs=1e-9)
+    assert hybrid.ci_high[0] == pytest.approx(0.3 + half, abs=1e-9)
+    assert (hybrid.ci_low[1], hybrid.ci_high[1]) == (studentized.ci_low[1], studentized.ci_high[1])
+    assert hybrid.methods.tolist() == ["t", "studentized"]
+    assert hybrid.ci_low_mc_error[0] == 0.0 and hybrid.ci_low_mc_error[1] > 0.0
 
 
 def test_index_stream_does_not_depend_on_blocking():

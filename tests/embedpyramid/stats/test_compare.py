@@ -63,6 +63,43 @@ def row(table, metric, slice_column, slice_value):
     return selected.row(0, named=True)
 
 
+
+def test_deltas_within_tie_epsilon_are_exactly_zero_in_every_statistic():
+    """28 queries differ by float dust (one ulp of 0.1, up or down), one loses 0.1: the L5 case
+    of 0 wins, 28 ties and 1 loss. With the dust zeroed the deltas are 28 zeros and -0.1, so by
+    hand: mean -0.1/29, sd 0.1/sqrt(29) (one non-zero among n: sd^2 = x^2/n), d_z = -1/sqrt(29),
+    t = -1 on 28 df, every sign pattern as extreme as the observed one (p = 1), and no resample
+    mean above zero. 28 of 29 deltas tie at 0, so the default (hybrid) interval is the t
+    interval ``-0.1/29 -+ t_28(0.975) · 0.1/29``: its upper end is above 0 by the sampling
+    uncertainty of one loss among 29 queries, not by dust; a bootstrap interval ends at or below 0."""
+    n, up, down = 29, np.nextafter(0.1, 1.0), np.nextafter(0.1, 0.0)
+    b = [up if i % 3 else down for i in range(n - 1)] + [0.0]
+    per_query = pl.DataFrame(
+        [("toy", "base", "exact", f"q{i:02d}", "m", 0.1) for i in range(n)]
+        + [("toy", "new", "exact", f"q{i:02d}", "m", value) for i, value in enumerate(b)],
+        schema=["dataset", "model", "system", "query_id", "metric", "value"], orient="row")
+    queries = pl.DataFrame({"query_id": [f"q{i:02d}" for i in range(n)], "text": ["w"] * n})
+    settings = ComparisonSettings(baseline="base", n_resamples=2_000, n_permutations=2_000, slice_columns=(),
+                                  length_buckets=(), report_metric="m")
+    tied = compare_models(per_query, queries, settings).row(0, named=True)
+    assert (tied["wins"], tied["ties"], tied["losses"]) == (0, 28, 1)
+    assert tied["share_above_zero"] == 0.0 and tied["boot_median"] <= 0.0
+    half = stats.t.ppf(0.975, n - 1) * 0.1 / n
+    assert tied["interval"] == "t"
+    assert (tied["ci_low"], tied["ci_high"]) == pytest.approx((-0.1 / n - half, -0.1 / n + half), rel=1e-12)
+    for method in ("studentized", "bca", "percentile"):
+        booted = compare_models(per_query, queries, dataclasses.replace(settings, interval=method)).row(0, named=True)
+        assert booted["ci_high"] <= 0.0 and booted["share_above_zero"] == 0.0
+    assert tied["mean_delta"] == pytest.approx(-0.1 / n, rel=1e-14)
+    assert tied["sd_delta"] == pytest.approx(0.1 / np.sqrt(n), rel=1e-14)
+    assert tied["d_z"] == pytest.approx(-1 / np.sqrt(n), rel=1e-14)
+    assert tied["t_p_value"] == pytest.approx(2 * stats.t.sf(1.0, n - 1), rel=1e-12)
+    assert tied["p_value"] == 1.0
+    assert query_deltas(per_query, settings)["delta"].to_list() == [0.0] * (n - 1) + [-0.1]
+    # Counting the dust as evidence (tie_epsilon 0) puts resample means above zero.
+    dust = compare_models(per_query, queries, dataclasses.replace(settings, tie_epsilon=0.0)).row(0, named=True)
+    assert dust["share_above_zero"] > 0.0 and (dust["wins"], dust["losses"]) == (18, 11)
+
 def test_comparisons_table_hand_checked():
     table = compare_models(per_query_table(), QUERIES, SETTINGS)
     assert table.schema == pl.Schema(COMPARISON_SCHEMA)

@@ -114,3 +114,33 @@ def test_mismatched_items_are_refused():
         paired_statistic_bootstrap(np.mean, (np.ones(3),), (np.ones(2),), n_resamples=50)
     with pytest.raises(ValueError, match="undefined on the full data"):
         paired_statistic_bootstrap(lambda x: np.nan, (np.ones(3),), (np.ones(3),), n_resamples=50)
+
+
+def test_the_p_value_counts_the_resampled_differences_on_the_far_side_of_zero():
+    # The mean statistic: delta* is the mean of the drawn per-item deltas, recomputed here from
+    # the generator the bootstrap draws with (rows of default_rng(seed).integers(0, n, (B, n))).
+    rng = np.random.default_rng(8)
+    a = rng.random(15)
+    b = a + rng.normal(0.08, 0.2, 15)
+    drawn = np.random.default_rng(5).integers(0, 15, size=(999, 15))
+    resampled = (b - a)[drawn].mean(axis=1)
+    below, above = np.count_nonzero(resampled <= 0), np.count_nonzero(resampled >= 0)
+    result = paired_statistic_bootstrap(np.mean, (a,), (b,), n_resamples=999, seed=5)
+    assert result.p_value == pytest.approx(min(1.0, 2 * (1 + min(below, above)) / 1000), abs=1e-15)
+    # Degenerate cases by hand: a model against itself, and a constant shift (every delta* > 0).
+    assert paired_statistic_bootstrap(np.mean, (a,), (a,), n_resamples=99, seed=1).p_value == 1.0
+    assert paired_statistic_bootstrap(np.mean, (a,), (a + 1,), n_resamples=99, seed=1).p_value == 2 / 100
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.95])
+def test_the_p_value_rejects_exactly_when_the_percentile_interval_excludes_zero(confidence):
+    rng = np.random.default_rng(9)
+    agreed = 0
+    for trial in range(60):
+        a = rng.random(12)
+        b = a + rng.normal(0.1 * (trial % 4), 0.3, 12)
+        result = paired_statistic_bootstrap(np.mean, (a,), (b,), n_resamples=199, confidence=confidence, seed=trial)
+        excludes = result.ci_low > 0 or result.ci_high < 0
+        assert (result.p_value <= 1 - confidence + 1e-12) == excludes
+        agreed += excludes
+    assert 10 < agreed < 50  # both outcomes occur

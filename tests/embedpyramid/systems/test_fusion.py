@@ -15,25 +15,35 @@ def one_query(docs: list[int], scores: list[float], query: int = 0) -> CodedRun:
     return ranked(np.full(len(docs), query), np.array(docs), np.array(scores))
 
 
-# Run A ranks d0 (3.0), d1 (2.0), d2 (1.0). Run B ranks d2 (0.9), then d0 and d3 tie at 0.5: the
-# smaller doc index goes first, so d0 is rank 2 and d3 rank 3.
+# Run A ranks d0 (3.0), d1 (2.0), d2 (1.0). Run B ranks d2 (0.9), then d0 and d3 tie at 0.5 at
+# positions 2 and 3: for RRF both have the mid rank 2.5.
 RUN_A = one_query([0, 1, 2], [3.0, 2.0, 1.0])
 RUN_B = one_query([3, 2, 0], [0.5, 0.9, 0.5])
 
 
 def test_rrf_by_hand():
     fused = reciprocal_rank_fusion([RUN_A, RUN_B], k=60, depth=100, output_depth=100)
-    expected = {0: 1 / 61 + 1 / 62, 1: 1 / 62, 2: 1 / 63 + 1 / 61, 3: 1 / 63}
+    expected = {0: 1 / 61 + 1 / 62.5, 1: 1 / 62, 2: 1 / 63 + 1 / 61, 3: 1 / 62.5}
     assert fused.doc.tolist() == [0, 2, 1, 3]
     assert fused.score.tolist() == pytest.approx([expected[d] for d in (0, 2, 1, 3)], rel=1e-6)
 
 
 def test_rrf_candidate_depth_and_output_depth_cut():
     fused = reciprocal_rank_fusion([RUN_A, RUN_B], k=60, depth=2, output_depth=2)
-    # With 2 candidates each: A = (d0, d1), B = (d2, d0); d3 is not a candidate.
-    # d0 = 1/61 + 1/62, d2 = 1/61, d1 = 1/62; the output keeps the best two.
+    # With 2 candidates each: A = (d0, d1); B = (d2, d0, d3): d3 ties d0, the 2nd, so the cut
+    # keeps both, at mid rank 2.5. d0 = 1/61 + 1/62.5, d2 = 1/61, d1 = 1/62, d3 = 1/62.5; the
+    # output keeps the best two (no tie at the output cut).
     assert fused.doc.tolist() == [0, 2]
-    assert fused.score.tolist() == pytest.approx([1 / 61 + 1 / 62, 1 / 61], rel=1e-6)
+    assert fused.score.tolist() == pytest.approx([1 / 61 + 1 / 62.5, 1 / 61], rel=1e-6)
+    # The output cut keeps a tie group whole too:
+    tied = reciprocal_rank_fusion([one_query([5, 6, 7], [1.0, 1.0, 0.5]), one_query([8], [2.0])], k=0, depth=10,
+                                  output_depth=1)
+    # d5 and d6 share ranks 1 and 2 (mid rank 1.5), d8 is first of the other input: 1, 1/1.5,
+    # 1/1.5, 1/3. Output depth 2 would split the d5/d6 tie; depth 1 does not.
+    assert tied.doc.tolist() == [8] and tied.score.tolist() == [1.0]
+    split = reciprocal_rank_fusion([one_query([5, 6, 7], [1.0, 1.0, 0.5]), one_query([8], [2.0])], k=0, depth=10,
+                                   output_depth=2)
+    assert split.doc.tolist() == [8, 5, 6] and split.score.tolist() == pytest.approx([1.0, 1 / 1.5, 1 / 1.5])
 
 
 def test_rrf_ties_go_to_the_smaller_doc_id_and_k_is_used():
@@ -111,3 +121,47 @@ def test_fusion_needs_two_runs_and_matching_weights():
         reciprocal_rank_fusion([RUN_A])
     with pytest.raises(ValueError, match="one non-negative weight per input"):
         weighted_score_fusion([RUN_A, RUN_B], (1.0,))
+
+
+def test_candidates_keep_every_document_tied_with_the_last_one():
+    run = one_query([4, 1, 3, 2, 0], [3.0, 2.0, 2.0, 2.0, 1.0])
+    assert candidates(run, 2).doc.tolist() == [4, 1, 2, 3]  # d1, d2, d3 tie at 2.0: all kept
+    assert candidates(run, 1).doc.tolist() == [4] and candidates(run, 4).doc.tolist() == [4, 1, 2, 3]
+    assert run.mid_ranks().tolist() == [1.0, 3.0, 3.0, 3.0, 5.0]
+
+
+def random_tied_run(rng: np.random.Generator, n_queries: int, n_docs: int) -> CodedRun:
+    """Each query retrieves a random subset of the documents with scores from three values: many ties."""
+    rows = [(q, d, float(rng.integers(0, 3))) for q in range(n_queries)
+            for d in rng.choice(n_docs, size=int(rng.integers(1, n_docs)), replace=False)]
+    query, doc, score = (np.array(column) for column in zip(*rows, strict=True))
+    return ranked(query, doc, score)
+
+
+def fused_scores(run: CodedRun, rename: np.ndarray | None = None) -> dict[tuple[int, int], float]:
+    """(query, original document) -> fused score; ``rename`` maps a renamed document back."""
+    docs = run.doc if rename is None else rename[run.doc]
+    return dict(zip(zip(run.query.tolist(), docs.tolist(), strict=True), run.score.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "minmax", "zscore"])
+def test_permuting_document_ids_leaves_every_fused_score_unchanged(fusion):
+    """Property: on runs full of ties, renaming the documents by a random permutation gives the
+    same fused score to every (query, document), and the same documents past both cuts."""
+    rng = np.random.default_rng(20)
+
+    def fuse(runs):
+        if fusion == "rrf":
+            return reciprocal_rank_fusion(runs, k=5, depth=4, output_depth=5)
+        return weighted_score_fusion(runs, (0.3, 0.7), normalization=fusion, depth=4, output_depth=5)
+
+    straddling = 0
+    for _ in range(25):
+        runs = [random_tied_run(rng, 4, 12) for _ in range(2)]
+        original = fused_scores(fuse(runs))
+        straddling += any(np.bincount(candidates(run, 4).query).max() > 4 for run in runs)
+        for _ in range(4):
+            permutation = rng.permutation(12)  # document d is renamed permutation[d]
+            renamed = [ranked(run.query, permutation[run.doc], run.score) for run in runs]
+            assert fused_scores(fuse(renamed), rename=np.argsort(permutation)) == original
+    assert straddling >= 10  # not vacuous: tie groups straddle the candidate cut in many trials

@@ -8,6 +8,7 @@ from task_vectors import merge, pair_vectors, pairs_frame
 
 from embedpyramid.config import ConfigError, has_data, load_config
 from embedpyramid.data import DataError, freeze_dataset, load_configured_dataset, load_squad
+from embedpyramid.inputs import SummaryInputs
 from embedpyramid.store import ArtifactStore, write_parquet
 from embedpyramid.tasks import tasks_dir, write_task_result
 from embedpyramid.tasks.sts import evaluate_sts
@@ -185,7 +186,7 @@ def test_sts_results_on_disk_rank_the_models_and_join_the_transfer(write_configs
         key = config.models[card].key
         result = evaluate_sts(pairs_frame(gold), merge(pair_vectors(values)), dataset="sts", model=key)
         write_task_result(result, tasks_dir(store, "sts", key))
-    prepared, skipped = sts_scores(config, store)
+    prepared, skipped = sts_scores(config, store, SummaryInputs())
     assert skipped == {"sts-later": "no STS results yet (the task_sts asset has not evaluated it)"}
     scores = prepared["sts"]
     assert (scores.metric, scores.role, scores.n_items) == ("Spearman", "public", 4)
@@ -200,7 +201,7 @@ def test_sts_results_on_disk_rank_the_models_and_join_the_transfer(write_configs
         table = per_query(config, "mine", {card: values}).to_arrow()
         write_parquet(table.replace_schema_metadata({"embedpyramid": json.dumps({"conventions": {}})}),
                       metrics[("mine", key)])
-    level = evaluate_transfer(config, store, metrics)
+    level = evaluate_transfer(config, store, metrics, inputs=SummaryInputs())
     assert level.transfer.settings["skipped_datasets"] == skipped and level.reproduction == []
     pair = level.transfer.pairs.row(0, named=True)
     assert (pair["public_dataset"], pair["own_dataset"], pair["n_flips"]) == ("sts", "mine", 1)

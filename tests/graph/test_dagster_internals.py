@@ -1,0 +1,117 @@
+"""The contract of pipelines.dagster_internals against the installed Dagster: the only module that
+imports Dagster internals. If a Dagster release moves or changes one of them, this fails first."""
+
+import dagster as dg
+
+from pipelines.dagster_internals import (
+    DATA_VERSION_TAG,
+    DagsterStaleness,
+    StaleCause,
+    all_partitions,
+    asset_graph_of,
+    candidate_partitions,
+    checks_named,
+    graph_view,
+    parent_partitions,
+    partition_dimensions,
+    subset_of,
+)
+
+DATASETS = dg.StaticPartitionsDefinition(["x", "y"])
+PAIRS = dg.MultiPartitionsDefinition({"model": dg.StaticPartitionsDefinition(["m"]), "dataset": DATASETS})
+VERSIONS = {"x": "1", "y": "1"}
+
+
+@dg.asset(partitions_def=DATASETS, code_version="1")
+def frozen(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    return dg.MaterializeResult(data_version=dg.DataVersion(context.partition_key + VERSIONS[context.partition_key]))
+
+
+@dg.asset(partitions_def=PAIRS, deps=[frozen], code_version="1", check_specs=[dg.AssetCheckSpec("shape", asset="metrics")])
+def metrics(context: dg.AssetExecutionContext):
+    graphs.append(asset_graph_of(context, lambda: "rebuilt"))
+    yield dg.MaterializeResult(check_results=[dg.AssetCheckResult(check_name="shape", passed=True)])
+
+
+@dg.asset_check(asset="metrics", name="other")
+def other() -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=True)
+
+
+@dg.asset(deps=[metrics], code_version="1")
+def summary() -> None:
+    return None
+
+
+graphs: list = []
+DEFS = dg.Definitions(assets=[frozen, metrics, summary], asset_checks=[other])
+
+
+def materialize(instance: dg.DagsterInstance, asset, partition: str | None = None) -> None:
+    assert dg.materialize([asset], instance=instance, partition_key=partition, selection=[asset]).success
+
+
+def test_direct_stale_status_causes_and_partition_mappings():
+    instance = dg.DagsterInstance.ephemeral()
+    graph = DEFS.resolve_asset_graph()
+    pair = str(dg.MultiPartitionKey({"model": "m", "dataset": "x"}))
+    staleness = DagsterStaleness(graph_view(instance, graph))
+    assert staleness.status(metrics.key, pair) == "missing"
+    for dataset in ("x", "y"):
+        materialize(instance, frozen, dataset)
+    for dataset in ("x", "y"):
+        materialize(instance, metrics, str(dg.MultiPartitionKey({"model": "m", "dataset": dataset})))
+    materialize(instance, summary)
+    view = graph_view(instance, graph)
+    assert DagsterStaleness(view).status(metrics.key, pair) == "fresh"
+
+    VERSIONS["x"] = "2"
+    try:
+        materialize(instance, frozen, "x")
+    finally:
+        VERSIONS["x"] = "1"
+    staleness = DagsterStaleness(graph_view(instance, graph))
+    assert staleness.status(metrics.key, pair) == "stale"
+    assert staleness.root_causes(metrics.key, pair) == [StaleCause(frozen.key, "x", "has a new data version")]
+    # Direct only: the summary reads metrics, which is stale but has not changed yet.
+    assert staleness.status(summary.key, None) == "fresh"
+    record = instance.get_latest_data_version_record(frozen.key, False, "x")
+    assert record.event_log_entry.tags[DATA_VERSION_TAG] == "x2"
+
+    assert parent_partitions(view, metrics.key, pair, frozen.key) == ["x"]
+    assert parent_partitions(view, summary.key, None, metrics.key) == sorted(
+        str(dg.MultiPartitionKey({"model": "m", "dataset": d})) for d in ("x", "y"))
+    assert all_partitions(view, frozen.key) == ["x", "y"]
+    assert partition_dimensions(graph, metrics.key, pair) == {"model": "m", "dataset": "x"}
+    assert partition_dimensions(metrics, metrics.key, pair) == {"model": "m", "dataset": "x"}
+    assert partition_dimensions(graph, frozen.key, "y") == {"partition": "y"}
+
+
+def test_checks_are_selected_by_name_and_an_in_process_step_gets_the_built_graph():
+    graph = DEFS.resolve_asset_graph()
+    assert checks_named("shape").resolve_checks(graph) == {dg.AssetCheckKey(metrics.key, "shape")}
+    job = dg.define_asset_job("job", selection=dg.AssetSelection.assets(metrics) - checks_named("other"))
+    resolved = dg.Definitions(assets=[frozen, metrics, summary], asset_checks=[other], jobs=[job]).resolve_job_def("job")
+    assert {key.name for key in resolved.asset_layer.asset_graph.asset_check_keys} == {"shape"}
+    graphs.clear()
+    materialize(dg.DagsterInstance.ephemeral(), metrics, str(dg.MultiPartitionKey({"model": "m", "dataset": "x"})))
+    assert graphs == ["rebuilt"]
+
+
+class FirstPartition(dg.AutomationCondition):
+    """True for the first of the candidate partitions, through the adapter's two helpers."""
+
+    @property
+    def name(self) -> str:
+        return "first"
+
+    def evaluate(self, context):
+        first = candidate_partitions(context)[:1]
+        return dg.AutomationResult(context, true_subset=subset_of(context.asset_graph_view, context.key, first))
+
+
+def test_automation_conditions_read_candidates_and_return_subsets():
+    asset = frozen.with_attributes(automation_condition=FirstPartition())
+    result = dg.evaluate_automation_conditions(dg.Definitions(assets=[asset]), dg.DagsterInstance.ephemeral())
+    (evaluated,) = result.results
+    assert evaluated.true_subset.expensively_compute_partition_keys() == {"x"}
