@@ -88,19 +88,6 @@ def hubness(scores: np.ndarray, k: int) -> dict[str, float]:
             "max_k_occurrence": float(occurrence.max())}
 
 
-def check_bitext(pairs: pl.DataFrame, settings: BitextSettings, where: str) -> None:
-    """Refuse, before anything is encoded, a neighbourhood (``k``, ``hubness_k``) larger than the
-    targets of a language pair: margin and CSLS would average over every target, and the
-    hubness would count every target as a neighbour of every source."""
-    targets = pairs.group_by("language_pair").agg(pl.col("text_id_2").n_unique().alias("targets")).sort("targets")
-    fewest, language_pair = targets["targets"][0], targets["language_pair"][0]
-    for key in ("k", "hubness_k"):
-        value = getattr(settings, key)
-        if value > fewest:
-            raise TaskError(f"{where}.bitext.{key}: {value} neighbours, but {language_pair} has {fewest} "
-                            f"targets; allowed: 1 to {fewest}")
-
-
 def evaluate_bitext(pairs: pl.DataFrame, vectors: TextVectors, settings: BitextSettings, *, dataset: str,
                     model: str) -> TaskResult:
     """Mine every source's translation with each scoring, per language pair.

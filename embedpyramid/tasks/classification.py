@@ -49,6 +49,7 @@ from embedpyramid.tasks.common import (
     per_item_frame,
     summarize_seeds,
 )
+from embedpyramid.tasks.sizes import stratified_items
 from embedpyramid.vectors import TextVectors
 
 SYSTEMS = ("knn", "probe")
@@ -85,36 +86,6 @@ def seed_mean_macro_f1(n_classes: int) -> Callable[[np.ndarray, np.ndarray], np.
         return macro_f1_rows(flat_gold, flat_predicted, n_classes).reshape(rows, seeds).mean(axis=1)
 
     return statistic
-
-
-def check_classification(texts: pl.DataFrame, settings: ClassificationSettings, where: str) -> None:
-    """Refuse, before anything is encoded, settings that ``texts`` (``text_id, label``) cannot
-    honour: see :func:`stratified_items`."""
-    stratified_items(texts, settings, where)
-
-
-def stratified_items(texts: pl.DataFrame, settings: ClassificationSettings, where: str) -> tuple[pl.DataFrame, list[str]]:
-    """The items that can be stratified (classes of at least ``folds`` items, sorted by text id)
-    and the labels dropped; settings these items cannot honour raise :class:`TaskError` naming
-    ``where`` and the allowed range.
-
-    A neighbour count ``k`` above the smallest training fold is refused: ``StratifiedKFold``
-    deals the items (sorted by class) round-robin over the folds, so a test fold holds at most
-    ⌈n / folds⌉ of the n items and every training fold at least n − ⌈n / folds⌉.
-    """
-    sizes = texts.group_by("label").len()
-    dropped = sorted(sizes.filter(pl.col("len") < settings.folds)["label"].to_list())
-    kept = texts.filter(~pl.col("label").is_in(dropped)).sort("text_id")
-    classes = kept["label"].n_unique()
-    if classes < 2:
-        raise TaskError(f"{where}: classification needs at least two classes of >= {settings.folds} items "
-                        f"(folds); got {classes} after dropping {dropped}")
-    training = kept.height - -(-kept.height // settings.folds)
-    if settings.k > training:
-        raise TaskError(
-            f"{where}.classification.k: {settings.k} neighbours, but a training fold holds {training} items "
-            f"({kept.height} items in {classes} classes, folds {settings.folds}); allowed: 1 to {training}")
-    return kept, dropped
 
 
 def evaluate_classification(texts: pl.DataFrame, vectors: TextVectors, settings: ClassificationSettings, *,
