@@ -140,6 +140,22 @@ def bare_twin(built: BuiltIndex, value: int | None, cut_queries: np.ndarray,
     return None
 
 
+def time_bare(bare: tuple[faiss.Index | faiss.IndexBinary, np.ndarray, int] | None, passes: list[float],
+              args: argparse.Namespace, batch_size: int) -> np.ndarray | None:
+    """Time ``repeats`` passes of bare FAISS after a one-batch warm-up, appending each pass's
+    seconds to ``passes``; the ids of the last pass (None where the point has no bare twin)."""
+    if bare is None:
+        return None
+    index, inputs, depth = bare
+    indices = None
+    with faiss_thread_limit(args.threads):
+        index.search(inputs[:batch_size], depth)
+        for _ in range(args.repeats):
+            seconds, indices = timed(partial(bare_batches, index, inputs, depth, batch_size))
+            passes.append(seconds)
+    return indices
+
+
 def measure_spec(spec: IndexSpec, documents: np.ndarray, queries: np.ndarray, exact_indices: np.ndarray,
                  args: argparse.Namespace, k: int, batch_size: int) -> tuple[BuiltIndex, list[dict]]:
     """Build one spec; per sweep point, time bare FAISS right before and right after the
@@ -151,24 +167,11 @@ def measure_spec(spec: IndexSpec, documents: np.ndarray, queries: np.ndarray, ex
     for value in spec.sweep.values if spec.sweep else (None,):
         bare = bare_twin(built, value, cut_queries, k)
         bare_passes: list[float] = []
-        bare_indices = None
-
-        def time_bare() -> None:
-            nonlocal bare_indices
-            if bare is None:
-                return
-            index, inputs, depth = bare
-            with faiss_thread_limit(args.threads):
-                index.search(inputs[:batch_size], depth)
-                for _ in range(args.repeats):
-                    seconds, bare_indices = timed(partial(bare_batches, index, inputs, depth, batch_size))
-                    bare_passes.append(seconds)
-
-        time_bare()
+        time_bare(bare, bare_passes, args, batch_size)
         (point,) = search_sweep(single_point(built, value), queries, k, batch_size=batch_size,
                                 latency_queries=args.latency_queries, seed=args.seed, threads=args.threads,
                                 repeats=args.repeats, documents=documents)
-        time_bare()
+        bare_indices = time_bare(bare, bare_passes, args, batch_size)
         rows.append(point_row(built, point, exact_indices, queries, documents, k,
                               min(bare_passes) if bare_passes else None, bare_indices))
     return built, rows

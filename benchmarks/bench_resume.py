@@ -23,6 +23,7 @@ shard takes from 2 to 10 s, so they need quiet; the text count does not. Ends wi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -103,14 +104,12 @@ def main(argv: list[str] | None = None) -> int:
 
             resumed_store = ArtifactStore(root / f"resumed-{round_index}")
             start = time.perf_counter()
-            try:
+            with contextlib.suppress(Interrupted):
                 embed_table(resumed_store, model, "document", inputs, lambda: StopsAfter(encoder, done_texts))
-            except Interrupted:
-                pass
             samples["interrupted"].append(time.perf_counter() - start)
             counted = StopsAfter(encoder, math.inf)
             start = time.perf_counter()
-            table = embed_table(resumed_store, model, "document", inputs, lambda: counted)
+            table = embed_table(resumed_store, model, "document", inputs, lambda counted=counted: counted)
             samples["resumed"].append(time.perf_counter() - start)
             reencoded = counted.encoded[0]
         pairs = [[read_table(table_path(store, model, "document", inputs.table_sha, raw=raw))

@@ -65,7 +65,7 @@ class ImportStatement(NamedTuple):
 def _block_end(text: str, start: int, indent: int) -> int:
     """Where the block opened on the line before ``start`` ends: at the first line indented no
     deeper than ``indent`` that holds code (a closing bracket of a signature continues it)."""
-    found = re.compile(r"\n(?=[ \t]{0,%d}[^ \t\n)\]}])" % indent).search(text, start)
+    found = re.compile(rf"\n(?=[ \t]{{0,{indent}}}[^ \t\n)\]}}])").search(text, start)
     return found.start() + 1 if found else len(text)
 
 

@@ -94,7 +94,7 @@ def random_pairs(left_pool: np.ndarray, right_pool: np.ndarray, count: int, know
             break
         left = left_pool[rng.integers(len(left_pool), size=2 * needed)]
         right = right_pool[rng.integers(len(right_pool), size=2 * needed)]
-        for pair in zip(left.tolist(), right.tolist()):
+        for pair in zip(left.tolist(), right.tolist(), strict=True):
             if unordered:
                 pair = (min(pair), max(pair))
             if pair[0] != pair[1] and pair not in known and pair not in chosen:
@@ -119,7 +119,7 @@ def retrieval_pair_sanity(query_ids: Sequence[str], queries: np.ndarray, doc_ids
     similar_q = np.array([query_row[q] for q in relevant["query_id"]], np.int64)
     similar_d = np.array([doc_row[d] for d in relevant["doc_id"]], np.int64)
     # Judged pairs of any grade are not drawn as random: they were judged for a reason.
-    known = {(query_row[q], doc_row[d]) for q, d in zip(judged["query_id"], judged["doc_id"])}
+    known = {(query_row[q], doc_row[d]) for q, d in zip(judged["query_id"], judged["doc_id"], strict=True)}
     rng = np.random.default_rng(settings.seed)
     # Queries and documents are separate index spaces: shift documents so no pair is "itself".
     offset = len(query_ids)
@@ -151,7 +151,7 @@ def task_pair_sanity(task: str, pairs: pl.DataFrame, vectors: TextVectors, setti
     index = {text_id: row for row, text_id in enumerate(ids)}
     # Only the known-similar pairs are kept out of the random draws: in a fully judged STS set
     # (the Lee corpus scores every pair) the random pairs are necessarily judged ones.
-    known = {(index[a], index[b]) for a, b in zip(similar_pairs["text_id_1"], similar_pairs["text_id_2"])}
+    known = {(index[a], index[b]) for a, b in zip(similar_pairs["text_id_1"], similar_pairs["text_id_2"], strict=True)}
     known |= {(b, a) for a, b in known}
     rng = np.random.default_rng(settings.seed)
     similar, random = [], []

@@ -95,9 +95,9 @@ def task_items(frozen: FrozenDataset, spec: DatasetEntry) -> pl.DataFrame:
     extra = list(dict.fromkeys([*spec.slices, *([spec.group_column] if spec.group_column else [])]))
     if "pairs" not in frozen.manifest["tables"]:
         return texts.select(pl.col("text_id").alias("query_id"), "text", *extra)
-    lookup = dict(zip(texts["text_id"], texts["text"]))
+    lookup = dict(zip(texts["text_id"], texts["text"], strict=True))
     pairs = read_frame(frozen.path("pairs"))
-    shown = [lookup[a] + PAIR_SEPARATOR + lookup[b] for a, b in zip(pairs["text_id_1"], pairs["text_id_2"])]
+    shown = [lookup[a] + PAIR_SEPARATOR + lookup[b] for a, b in zip(pairs["text_id_1"], pairs["text_id_2"], strict=True)]
     return pairs.select(pl.col("pair_id").alias("query_id"), *extra).insert_column(1, pl.Series("text", shown))
 
 
@@ -105,7 +105,7 @@ def task_groups(items: pl.DataFrame, spec: DatasetEntry) -> dict[str, str] | Non
     """Item id → resampling group from :func:`task_items`, when the dataset names a group column."""
     if spec.group_column is None:
         return None
-    return dict(zip(items["query_id"], items[spec.group_column].cast(pl.String)))
+    return dict(zip(items["query_id"], items[spec.group_column].cast(pl.String), strict=True))
 
 
 def write_task_result(result: TaskResult, directory: Path) -> Path:

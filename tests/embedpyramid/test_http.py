@@ -33,21 +33,20 @@ def test_rate_limited_and_failing_answers_are_retried_with_backoff_and_retry_aft
 
 
 def test_a_client_error_fails_at_once_naming_context_and_status_but_never_the_key():
-    with StubServer(lambda request: Reply(status=401, json={"error": f"bad key {KEY}"})) as server:
-        with pytest.raises(HttpError) as raised:
-            client(server.url, []).post({}, context="batch 7 (texts 448-511)")
+    with (StubServer(lambda request: Reply(status=401, json={"error": f"bad key {KEY}"})) as server,
+          pytest.raises(HttpError) as raised):
+        client(server.url, []).post({}, context="batch 7 (texts 448-511)")
     message = str(raised.value)
     assert raised.value.status == 401 and "batch 7 (texts 448-511)" in message and "HTTP 401" in message
     assert "after 1 attempt:" in message and KEY not in message and "***" in message
 
 
 def test_retries_run_out_and_a_body_that_is_not_json_is_a_clear_error():
-    with StubServer(lambda request: Reply(status=502, body=b"<html>gateway</html>")) as server:
-        with pytest.raises(HttpError, match=r"failed after 4 attempts: HTTP 502"):
-            client(server.url, []).post({}, context="batch 2")
-    with StubServer(lambda request: Reply(body=b"not json")) as server:
-        with pytest.raises(HttpError, match="not JSON"):
-            client(server.url, []).post({}, context="batch 3")
+    with (StubServer(lambda request: Reply(status=502, body=b"<html>gateway</html>")) as server,
+          pytest.raises(HttpError, match=r"failed after 4 attempts: HTTP 502")):
+        client(server.url, []).post({}, context="batch 2")
+    with StubServer(lambda request: Reply(body=b"not json")) as server, pytest.raises(HttpError, match="not JSON"):
+        client(server.url, []).post({}, context="batch 3")
 
 
 def test_a_slow_server_times_out_and_is_retried():

@@ -24,10 +24,9 @@ from embedpyramid.store import (
 
 def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path):
     target = write_text("old", tmp_path / "artefact.txt")
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as temporary:
-            temporary.write_text("half")
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), atomic_path(target) as temporary:
+        temporary.write_text("half")
+        raise RuntimeError("interrupted")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["artefact.txt"]
 
@@ -79,10 +78,9 @@ def test_every_helper_reads_and_writes_on_an_fsspec_filesystem(memory_root, tmp_
 
 def test_a_failed_remote_write_leaves_the_previous_object(memory_root):
     target = write_text("old", memory_root / "report.md")
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as temporary:
-            temporary.write_text("half")
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), atomic_path(target) as temporary:
+        temporary.write_text("half")
+        raise RuntimeError("interrupted")
     assert target.read_text() == "old"
     assert [p.name for p in memory_root.iterdir()] == ["report.md"]
 

@@ -2,6 +2,7 @@
 pyramid's groups, the model partitions, the CLI's tagged runs, and a config edit as stale on the
 right asset and partition, with its cause — through the page and through GraphQL."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -89,10 +90,8 @@ class DagsterDev:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
-        try:  # children that outlived the parent
+        with contextlib.suppress(ProcessLookupError):  # children that outlived the parent
             os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.log.close()
 
 

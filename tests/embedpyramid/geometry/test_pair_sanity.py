@@ -27,7 +27,7 @@ def test_random_pairs_are_distinct_and_avoid_known_pairs_and_self():
     rng = np.random.default_rng(0)
     known = {(0, 1), (1, 0), (2, 3), (3, 2)}
     left, right = random_pairs(np.arange(4), np.arange(4), 4, known, rng=rng, unordered=True)
-    drawn = set(zip(left.tolist(), right.tolist()))
+    drawn = set(zip(left.tolist(), right.tolist(), strict=True))
     assert len(drawn) == 4 and not drawn & known and all(a < b for a, b in drawn)
     assert drawn == {(0, 2), (0, 3), (1, 2), (1, 3)}  # the only unordered pairs left
     with pytest.raises(ValueError, match="could draw only 4 of 5"):

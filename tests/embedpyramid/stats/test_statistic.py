@@ -68,7 +68,7 @@ def test_vectorized_and_per_resample_statistics_agree():
     gold, a, b = rng.random(15), rng.random(15), rng.random(15)
 
     def vectorized(gold_rows, score_rows):
-        return np.stack([[spearman(g, s), stats.pearsonr(g, s).statistic] for g, s in zip(gold_rows, score_rows)])
+        return np.stack([[spearman(g, s), stats.pearsonr(g, s).statistic] for g, s in zip(gold_rows, score_rows, strict=True)])
 
     def plain(gold, score):
         return [spearman(gold, score), stats.pearsonr(gold, score).statistic]

@@ -149,7 +149,7 @@ def test_system_verdicts_against_dense_exact(evaluated, small_frozen):
             exact = per_query.filter((pl.col("model") == key) & (pl.col("system") == "exact")
                                      & (pl.col("metric") == "nDCG@10"))["value"].mean()
             expected[(key, name)] = mean - exact
-    observed = dict(zip(zip(overall["model"], overall["system_b"]), overall["mean_delta"], strict=True))
+    observed = dict(zip(zip(overall["model"], overall["system_b"], strict=True), overall["mean_delta"], strict=True))
     assert observed == pytest.approx(expected)
 
 

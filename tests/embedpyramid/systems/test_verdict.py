@@ -31,7 +31,7 @@ def test_each_system_is_compared_with_its_own_models_exact_run():
     assert overall.select("model", "system_a", "system_b").rows() == [
         ("m1@1", "exact", "bm25"), ("m1@1", "exact", "rrf"), ("m2@2", "exact", "bm25"), ("m2@2", "exact", "rrf"),
     ]
-    deltas = dict(zip(zip(overall["model"], overall["system_b"]), overall["mean_delta"], strict=True))
+    deltas = dict(zip(zip(overall["model"], overall["system_b"], strict=True), overall["mean_delta"], strict=True))
     # m1: rrf - exact = (1, .5, 0) x 4 -> mean 0.5; bm25 - exact = -(0, .5, 1) x 4 -> -0.5.
     assert deltas[("m1@1", "rrf")] == pytest.approx(0.5)
     assert deltas[("m1@1", "bm25")] == pytest.approx(-0.5)

@@ -54,7 +54,7 @@ def test_macro_f1_kernel_matches_scikit_learn():
     gold, predicted = rng.integers(0, 6, size=(40, 25)), rng.integers(0, 6, size=(40, 25))
     gold[0], predicted[0] = 2, 2  # one class only
     got = macro_f1_rows(gold, predicted, 6)
-    expected = [skm.f1_score(g, p, average="macro") for g, p in zip(gold, predicted)]
+    expected = [skm.f1_score(g, p, average="macro") for g, p in zip(gold, predicted, strict=True)]
     np.testing.assert_allclose(got, expected, atol=1e-12)
 
 

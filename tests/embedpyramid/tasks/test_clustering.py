@@ -33,7 +33,7 @@ def test_contingency_kernel_matches_scikit_learn_including_degenerate_labellings
         gold[0], predicted[0] = 0, 0  # one class and one cluster: every score is 1 by convention
         got = clustering_scores_rows(gold, predicted)
         expected = [[skm.v_measure_score(g, p), skm.adjusted_rand_score(g, p), skm.adjusted_mutual_info_score(g, p)]
-                    for g, p in zip(gold, predicted)]
+                    for g, p in zip(gold, predicted, strict=True)]
         np.testing.assert_allclose(got, expected, atol=1e-12)
 
 
@@ -54,7 +54,7 @@ def test_comparison_against_a_worse_embedding(blobs):
     bad = evaluate_clustering(texts, scrambled, settings, dataset="d", model="bad")
     compared = compare_clustering(bad.predictions, good.predictions, n_resamples=300)
     assert compared["metric"].to_list() == ["v_measure", "ari", "ami"]
-    means = dict(zip(bad.summary["metric"], bad.summary["value"]))
+    means = dict(zip(bad.summary["metric"], bad.summary["value"], strict=True))
     for row in compared.iter_rows(named=True):
         assert row["value_a"] == pytest.approx(means[row["metric"]], abs=1e-12)
         assert row["value_b"] == pytest.approx(1.0) and row["delta"] > 0

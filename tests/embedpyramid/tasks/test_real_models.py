@@ -41,7 +41,7 @@ def embed(name: str, tables: TaskTables) -> TextVectors:
 
 def summary_values(summary: pl.DataFrame, **where) -> dict[str, float]:
     selected = summary.filter(*(pl.col(column) == value for column, value in where.items()))
-    return dict(zip(selected["metric"], selected["value"]))
+    return dict(zip(selected["metric"], selected["value"], strict=True))
 
 
 def test_multilingual_use_beats_minilm_on_korean_bitext():

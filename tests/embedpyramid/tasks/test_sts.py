@@ -11,7 +11,7 @@ def test_spearman_and_pearson_of_cosines_against_human_scores():
     # r = 1.65 / sqrt(0.5675 * 5) = 0.97952.
     vectors = pair_vectors([0.0, 0.5, 0.8, 1.0])
     result = evaluate_sts(pairs_frame([1, 2, 3, 4]), vectors, dataset="d", model="m")
-    values = dict(zip(result.summary["metric"], result.summary["value"]))
+    values = dict(zip(result.summary["metric"], result.summary["value"], strict=True))
     assert values["spearman"] == pytest.approx(1.0)
     assert values["pearson"] == pytest.approx(1.65 / np.sqrt(0.5675 * 5), abs=1e-7)  # float32 vectors
     np.testing.assert_allclose(result.predictions["score"].to_numpy(), [0.0, 0.5, 0.8, 1.0], atol=1e-7)

@@ -63,7 +63,7 @@ def random_collection(seed: int, *, distinct_scores: bool = False) -> tuple[pl.D
 def project_ranking(run: pl.DataFrame) -> dict[str, list[str]]:
     """The ``doc_id`` rule, computed independently: score descending, then doc_id ascending."""
     ranking: dict[str, list[str]] = {}
-    for query_id, doc_id, score in sorted(
+    for query_id, doc_id, _score in sorted(
         run.select("query_id", "doc_id", "score").rows(), key=lambda row: (row[0], -row[2], row[1])
     ):
         ranking.setdefault(query_id, []).append(doc_id)
