@@ -15,6 +15,7 @@ from assets.metadata import partition_check, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import DIRECTION_SAMPLE, PLURAL, Kind, embed_table, table_problems
+from embedpyramid.progress import report
 from pipelines.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
 from pipelines.instance import ENCODER_POOL
 from pipelines.partitions import model_dataset_partitions
@@ -26,11 +27,12 @@ PROGRESS_SECONDS = 30.0
 
 
 def progress_logger(context: dg.AssetExecutionContext, what: str):
-    """A progress callback that logs at every tenth of the work and at least every 30 s, never
-    per batch."""
+    """A progress callback that logs to Dagster at every tenth of the work and at least every
+    30 s, never per batch, and feeds the command's live line (:mod:`embedpyramid.progress`)."""
     state = {"tenth": 0, "logged": time.monotonic()}
 
     def progress(done: int, total: int) -> None:
+        report(what, done, total)
         tenth = done * 10 // max(total, 1)
         now = time.monotonic()
         if tenth > state["tenth"] or now - state["logged"] >= PROGRESS_SECONDS:

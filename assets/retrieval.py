@@ -1,5 +1,6 @@
 """Pyramid L2 retrieval: exact top-k and per-query retrieval metrics per (model, dataset)."""
 
+from functools import partial
 
 import dagster as dg
 
@@ -8,6 +9,7 @@ from assets.transfer import reproduction_check_result, reproduction_check_spec
 from embedpyramid.code_version import function_version
 from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
+from embedpyramid.progress import report
 from embedpyramid.reports.results import sort_metrics
 from embedpyramid.store import write_parquet
 from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, REFERENCES, SEARCH, facet_deps
@@ -37,6 +39,7 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     result = search_embeddings(
         cached_embedding_path(store, model, frozen, "query"), cached_embedding_path(store, model, frozen, "document"),
         config.protocol.depth, config.protocol.search, search_metric(model.similarity, model.card.normalize),
+        progress=partial(report, f"searched documents with {model.key}"),
     )
     run_dir = store.run_dir(part.dataset, model.key)
     write_parquet(result.table(), run_dir / f"{EXACT}.parquet")

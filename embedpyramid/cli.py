@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import gc
 import importlib
 import json
 import os
@@ -22,10 +23,18 @@ from types import ModuleType
 from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
 from embedpyramid.encode import EncodeError
-from embedpyramid.reports.results import ResultsBusyError, format_leaderboard, read_leaderboard
+from embedpyramid.progress import ProgressDisplay, showing
+from embedpyramid.reports.results import (
+    QueryError,
+    ResultsBusyError,
+    format_leaderboard,
+    format_rows,
+    query_results,
+    read_leaderboard,
+)
 from embedpyramid.store import ArtifactStore, CorruptFileError, store_path
 
-EXIT_FAILURES, EXIT_ERROR = 1, 2
+EXIT_FAILURES, EXIT_ERROR, EXIT_INTERRUPTED = 1, 2, 130
 
 
 def project_root() -> Path:
@@ -72,6 +81,10 @@ def _parser() -> argparse.ArgumentParser:
     board = commands.add_parser("leaderboard", help="print the leaderboard from <data>/results.duckdb")
     board.add_argument("--data", help="data folder or URL (default: $EMBEDPYRAMID_DATA or <repo>/data, as for run)")
     board.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    query = commands.add_parser("query", help="run one read-only SQL query on <data>/results.duckdb")
+    query.add_argument("sql", help="e.g. \"SELECT model, mean FROM leaderboard WHERE metric = 'nDCG@10'\"")
+    query.add_argument("--data", help="data folder or URL (default: $EMBEDPYRAMID_DATA or <repo>/data, as for run)")
+    query.add_argument("--format", choices=["table", "json", "csv"], default="table")
     return parser
 
 
@@ -97,8 +110,10 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     configs, data = _folders(args, root)
     models = [args.model] if args.command == "backfill" else _csv(args.models)
     datasets = None if args.command == "backfill" else _csv(args.datasets)
-    report = _runner(root).run_pipeline(configs, data, models=models, datasets=datasets, log=_stderr,
-                                        wait=not args.no_wait, verbose=args.verbose, command=argv)
+    display = ProgressDisplay(sys.stderr)
+    with showing(display):
+        report = _runner(root).run_pipeline(configs, data, models=models, datasets=datasets, log=display.line,
+                                            wait=not args.no_wait, verbose=args.verbose, command=argv)
     db = store_path(data) / "results.duckdb"
     if db.is_file():
         print(format_leaderboard(read_leaderboard(db)))
@@ -166,16 +181,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
+        return _command(args, argv)
+    finally:
+        # What the command built (Dagster's and torch's object graphs) would otherwise be
+        # garbage-collected object by object as the interpreter exits: seconds after a run,
+        # more after Ctrl-C. Frozen objects are left to the process's exit.
+        gc.freeze()
+
+
+def _command(args: argparse.Namespace, argv: list[str]) -> int:
+    try:
         if args.command in ("run", "backfill"):
             return _run(args, argv)
         if args.command == "status":
             return _status(args)
-        data = store_path(_folders(args, project_root())[1])
-        print(format_leaderboard(read_leaderboard(data / "results.duckdb"), args.format))
+        db = store_path(_folders(args, project_root())[1]) / "results.duckdb"
+        if args.command == "query":
+            print(format_rows(query_results(db, args.sql), args.format))
+        else:
+            print(format_leaderboard(read_leaderboard(db), args.format))
         return 0
-    except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError, CorruptFileError) as error:
+    except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError, CorruptFileError,
+            QueryError) as error:
         _report(error, str(error), args)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        _stderr("\ninterrupted: the run in progress is marked canceled; everything finished (and every finished "
+                "shard of an encode) is kept, nothing is half-written; rerun the command to resume")
+        return EXIT_INTERRUPTED
     except Exception as error:
         # DataFolderBusy lives in the orchestration layer, which this module imports lazily.
         message = str(error) if type(error).__name__ == "DataFolderBusy" else _environment_error(error, args)

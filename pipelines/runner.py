@@ -27,6 +27,7 @@ from typing import Any
 
 import dagster as dg
 
+from embedpyramid import progress
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
 from embedpyramid.inputs import excluded_keys
 from embedpyramid.reports.tables import first_few
@@ -177,10 +178,36 @@ class Session:
         # itself once the command is done.
         checks = {key for key in self.defs.resolve_asset_graph().asset_check_keys
                   if key.asset_key in selection and key.name != UP_TO_DATE}
-        return job_def.get_subset(asset_selection=selection, asset_check_selection=checks).execute_in_process(
-            partition_key=partition, instance=self.instance, tags=tags, raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": level}}}},
-        )
+        with progress.step(_label(partition)):
+            result = job_def.get_subset(asset_selection=selection, asset_check_selection=checks).execute_in_process(
+                partition_key=partition, instance=self.instance, tags=tags, raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": level}}}},
+            )
+        if _interrupted(result):
+            # Dagster turns Ctrl-C inside a step into a failed run and returns; the command stops
+            # here instead of going on to the next partition, and the run is recorded as canceled.
+            run = self.instance.get_run_by_id(result.run_id)
+            if run is not None:
+                self.instance.report_run_canceled(run, message="interrupted (Ctrl-C)")
+            raise KeyboardInterrupt
+        return result
+
+
+def _label(partition: str | dg.MultiPartitionKey | None) -> str:
+    """How the live progress line names a run's partition: ``minilm-l6 × chatterbot-en``."""
+    if partition is None:
+        return "summary"
+    if isinstance(partition, dg.MultiPartitionKey):
+        return " × ".join(partition.keys_by_dimension.values())
+    return str(partition)
+
+
+def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """Whether a step of the run was stopped by Ctrl-C (SIGINT)."""
+    return any(event.is_step_failure and event.step_failure_data is not None
+               and event.step_failure_data.error is not None
+               and event.step_failure_data.error.cls_name in ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+               for event in result.all_events)
 
 
 def partition_assets(defs: dg.Definitions) -> list[str]:

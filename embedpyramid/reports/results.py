@@ -134,6 +134,14 @@ def build_results_db(
 
 
 def read_leaderboard(db_path: StorePath) -> pl.DataFrame:
+    return sort_metrics(query_results(db_path, "SELECT * FROM leaderboard ORDER BY dataset, model, system, metric"))
+
+
+def query_results(db_path: StorePath, sql: str) -> pl.DataFrame:
+    """One read-only query of the results database (``embedpyramid query``, the leaderboard).
+
+    A missing database, one held open by a writer, and SQL that DuckDB refuses are each one
+    clear error naming the database; the query itself never writes."""
     if not db_path.is_file():
         raise FileNotFoundError(f"{db_path}: no results database yet; run `embedpyramid run` first")
     with local_file(db_path) as local:
@@ -146,8 +154,19 @@ def read_leaderboard(db_path: StorePath) -> pl.DataFrame:
                 "close that connection (e.g. a duckdb shell) and retry"
             ) from None
         with con:
-            frame = pl.from_arrow(con.sql("SELECT * FROM leaderboard ORDER BY dataset, model, system, metric").to_arrow_table())
-    return sort_metrics(frame)
+            try:
+                relation = con.sql(sql)
+            except duckdb.Error as error:
+                views = ", ".join(name for (name,) in con.execute(
+                    "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall())
+                raise QueryError(f"{db_path}: {str(error).splitlines()[0]} (views: {views})") from None
+            if relation is None:
+                raise QueryError(f"{db_path}: the statement returned no rows to show; give a SELECT")
+            return pl.from_arrow(relation.to_arrow_table())
+
+
+class QueryError(ValueError):
+    """SQL the results database refuses; the message names the database and lists its views."""
 
 
 class ResultsBusyError(OSError):
@@ -198,6 +217,17 @@ def format_leaderboard(frame: pl.DataFrame, fmt: Literal["table", "json", "csv"]
                     for name in dict.fromkeys(systems["system"].to_list())]
             blocks.append(_text_table(f"dataset: {dataset} · L5 systems, {system_metric}", ["system", *columns], rows))
     return "\n\n".join(blocks)
+
+
+def format_rows(frame: pl.DataFrame, fmt: Literal["table", "json", "csv"] = "table") -> str:
+    """Any query's rows: a text table, JSON records or CSV (``embedpyramid query``)."""
+    if fmt == "json":
+        return json.dumps(frame.to_dicts(), indent=2, default=str)
+    if fmt == "csv":
+        return frame.write_csv()
+    rows = [["" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value) for value in row]
+            for row in frame.iter_rows()]
+    return _text_table(f"{frame.height} rows", frame.columns, rows)
 
 
 def _text_table(title: str, header: list[str], rows: list[list[str]]) -> str:

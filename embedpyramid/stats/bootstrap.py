@@ -77,6 +77,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from embedpyramid.progress import report
 from embedpyramid.stats.units import (
     ResamplingUnits,
     delta_matrix,
@@ -135,6 +136,7 @@ def bootstrap_indices(n_units: int, *, n_resamples: int, seed: int) -> Iterator[
     for start in range(0, n_resamples, rows_per_chunk):
         rows = min(rows_per_chunk, n_resamples - start)
         yield rng.integers(0, n_units, size=(rows, n_units), dtype=np.int64)
+        report("bootstrap resamples", start + rows, n_resamples)
 
 
 def bootstrap_counts(n_units: int, *, n_resamples: int, seed: int) -> Iterator[np.ndarray]:

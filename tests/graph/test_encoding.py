@@ -85,6 +85,46 @@ def test_a_killed_encode_resumes_to_bit_identical_tables_and_metrics(write_confi
     assert store.metrics_path("chatterbot-small", model.key, "exact").is_file()
 
 
+def test_ctrl_c_stops_the_whole_command_marks_its_run_canceled_and_the_rerun_resumes(write_configs, default_models,
+                                                                                       tmp_path):
+    minilm = default_models["minilm-l6"]
+    run = {**minilm["run"], "shard_size": 8, "latency_queries": 5, "latency_repeats": 1}
+    datasets = {"chatterbot-small": {"loader": "chatterbot", "categories": ["ai", "computers"]},
+                "chatterbot-other": {"loader": "chatterbot", "categories": ["food", "history"]}}
+    folder = write_configs(models={"minilm-l6": {**minilm, "run": run}}, datasets=datasets, protocol=fast_protocol())
+    data = tmp_path / "data"
+    env = {key: value for key, value in os.environ.items() if key != "DAGSTER_HOME"}
+    process = subprocess.Popen([sys.executable, "-m", "embedpyramid.cli", "run", "--configs", str(folder),
+                                "--data", str(data)], cwd=REPO_ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline, shards = time.monotonic() + 300, []
+    while time.monotonic() < deadline and process.poll() is None:
+        shards = [p for d in data.glob("embeddings/*/.*.shards-8") for p in d.glob("[0-9]*.parquet")]
+        if len(shards) >= 2:
+            break
+        time.sleep(0.02)
+    assert len(shards) >= 2, "the encode finished before it could be interrupted"
+    process.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    _, err = process.communicate(timeout=60)
+    assert time.monotonic() - interrupted < 5.0 and process.returncode == 130, err
+    assert "interrupted: the run in progress is marked canceled" in err
+    # The command stopped: the second dataset was not evaluated; the interrupted run is canceled.
+    instance = dg.DagsterInstance.from_config(str(data / "dagster_home"))
+    runs = instance.get_runs()
+    assert runs[0].status == dg.DagsterRunStatus.CANCELED
+    assert not any(run.tags.get("dagster/partition", "").endswith("chatterbot-other")
+                   and run.job_name.startswith("evaluate") for run in runs)
+    # What finished is kept and nothing is half-written; the rerun resumes the encode.
+    assert [p for d in data.glob("embeddings/*/.*.shards-8") for p in d.glob("[0-9]*.parquet")]
+    assert not list(data.rglob("*.tmp"))
+    resumed = run_pipeline(folder, data, datasets=["chatterbot-small"], log=lambda _: None)
+    assert resumed.failures == [] and len(resumed.materialized) == 1
+    tables = list(data.glob("embeddings/*/*-[0-9a-f]*.parquet"))
+    assert any(json.loads(read_table(table).schema.metadata[b"embedpyramid"])["shards"]["resumed"] >= 2
+               for table in tables)
+
+
 def started_run(instance: dg.DagsterInstance, run_id: str, pid: int) -> None:
     """A run that is STARTED and executing in process ``pid``, as an in-process run records it."""
     run = instance.add_run(dg.DagsterRun(job_name="__ephemeral_asset_job__", run_id=run_id,

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 import yaml
 from graph_helpers import plan_and_automation
+from readme import commands_of
 
 from embedpyramid.cli import main
 from embedpyramid.config import ConfigError, load_config
@@ -113,7 +114,10 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         assert not graph.get(key).is_materializable or graph.get(key).code_version is not None
 
 
-def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
+def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path, capsys):
+    # The README's quick start: `embedpyramid run` with the default configs (here in-process,
+    # into a fresh data folder), then its `embedpyramid query` examples on what it wrote.
+    assert commands_of("embedpyramid")[0] == ["run"]
     instance = dg.DagsterInstance.ephemeral()
     config = load_config("configs")
     report = run_pipeline("configs", tmp_path, instance=instance)
@@ -131,6 +135,13 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path):
     assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys if key != use_key
                                             for kind in ("document", "query"))
     assert report.summary_built
+    queries = [args for args in commands_of("embedpyramid") if args[0] == "query"]
+    assert len(queries) == 2
+    capsys.readouterr()
+    for args in queries:
+        assert main([*args, "--data", str(tmp_path)]) == 0
+        shown = capsys.readouterr().out
+        assert all(key in shown for key in keys), (args, shown)
 
     n_measures = len(config.protocol.measures())
     with duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True) as con:

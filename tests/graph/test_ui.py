@@ -19,6 +19,7 @@ import dagster as dg
 import pytest
 import yaml
 from graph_helpers import quick_protocol, small_ann, toy
+from readme import commands_of
 
 from pipelines.runner import project_status, run_pipeline
 
@@ -45,10 +46,11 @@ class DagsterDev:
         env = {key: value for key, value in os.environ.items() if not key.startswith("EMBEDPYRAMID_")}
         env.update(DAGSTER_HOME=str(home), PYTHONPATH=str(REPO / "tests" / "fixtures"))
         self.log = log.open("w")
+        # The README's command (its DAGSTER_HOME is this test's), on a free port of 127.0.0.1.
+        (readme_args,) = commands_of("dagster")
         self.process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-             "-p", str(self.port)], cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            [str(Path(sys.executable).parent / "dagster"), *readme_args, "-h", "127.0.0.1", "-p", str(self.port)],
+            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         self.url = f"http://127.0.0.1:{self.port}"
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
