@@ -4,7 +4,7 @@ from the model without its final Normalize module, the card's are derived from t
 
 Every asset that runs a model takes a slot of the ``encoders`` pool, so a backfill of many
 models does not oversubscribe the machine (one slot by default; see
-:func:`pipelines.instance.ensure_encoder_pool`).
+:func:`graphbase.instance.ensure_encoder_pool`).
 """
 
 import time
@@ -15,9 +15,9 @@ from assets.metadata import partition_check, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import DIRECTION_SAMPLE, PLURAL, Kind, embed_table, table_problems
-from pipelines.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
-from pipelines.instance import ENCODER_POOL
-from pipelines.partitions import model_dataset_partitions
+from graphbase.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
+from graphbase.instance import ENCODER_POOL
+from graphbase.partitions import model_dataset_partitions
 from resources import EncoderRegistry, ProjectResource
 
 # Unit(raw) may differ from the shipped model's output only by float rounding.

@@ -6,8 +6,8 @@ from assets.metadata import partition_check, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
-from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
-from pipelines.partitions import model_dataset_partitions
+from graphbase.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
+from graphbase.partitions import model_dataset_partitions
 from resources import ProjectResource
 
 # The expansion -(|q|^2 - 2 q.d + |d|^2) in float32 against literal float64 distances.

@@ -18,7 +18,7 @@ from embedpyramid.config.tasks import task_family_module
 from embedpyramid.hashing import sha256_table
 from embedpyramid.reports.tables import markdown_table
 from embedpyramid.store import write_json
-from pipelines.freshness import (
+from graphbase.freshness import (
     CONVENTIONS,
     EVALUATE_WHEN_STALE,
     MODEL_CARD,
@@ -28,8 +28,8 @@ from pipelines.freshness import (
     TASK_FACETS,
     facet_deps,
 )
-from pipelines.instance import ENCODER_POOL
-from pipelines.partitions import (
+from graphbase.instance import ENCODER_POOL
+from graphbase.partitions import (
     PAIR_FAMILIES,
     TASK_FAMILIES,
     model_dataset_partitions,

@@ -24,9 +24,9 @@ from embedpyramid.config import load_config
 from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
+from graphbase.freshness import config_facets, provide_location_graph, up_to_date_checks
+from graphbase.partitions import check_ann_asset_names, check_system_asset_names
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
-from pipelines.freshness import config_facets, up_to_date_checks
-from pipelines.partitions import check_ann_asset_names, check_system_asset_names
 from resources import EncoderRegistry, ProjectResource
 
 ASSETS = [
@@ -115,3 +115,6 @@ def location_asset_graph(configs_dir: str, data_dir: str) -> Any:
 @lru_cache(maxsize=4)
 def _asset_graph(configs_dir: str, data_dir: str, stamps: tuple[tuple[str, int], ...]) -> Any:
     return build_definitions(configs_dir, data_dir).resolve_asset_graph()
+
+
+provide_location_graph(location_asset_graph)

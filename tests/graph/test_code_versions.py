@@ -16,7 +16,7 @@ from embedpyramid.code_version import SourceTree
 from pipelines.graph import build_definitions
 
 REPO = Path(__file__).resolve().parents[2]
-COPIED = ("embedpyramid", "assets", "pipelines", "resources", "configs")
+COPIED = ("embedpyramid", "graphbase", "assets", "pipelines", "resources", "configs")
 PRINT_VERSIONS = """
 import json, sys
 from pathlib import Path

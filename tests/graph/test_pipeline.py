@@ -19,11 +19,9 @@ from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
-from pipelines.automation import config_sensor
-from pipelines.definitions import defs
-from pipelines.freshness import CONFIG
-from pipelines.instance import bind
-from pipelines.partitions import (
+from graphbase.freshness import CONFIG
+from graphbase.instance import bind
+from graphbase.partitions import (
     DATASETS,
     MODELS,
     PAIR_FAMILIES,
@@ -33,6 +31,8 @@ from pipelines.partitions import (
     system_asset_name,
     task_datasets_name,
 )
+from pipelines.automation import config_sensor
+from pipelines.definitions import defs
 from pipelines.runner import run_pipeline
 from resources import ProjectResource
 

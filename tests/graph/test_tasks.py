@@ -7,7 +7,7 @@ import yaml
 from graph_helpers import plan_and_automation, quick_protocol
 
 from embedpyramid.config import load_config
-from pipelines.partitions import (
+from graphbase.partitions import (
     model_dataset_key,
     task_datasets_name,
 )

@@ -9,7 +9,7 @@ and every row of ``results.duckdb``, so results of an older card stay on disk as
 are never mixed with the new card's.
 
 A partition is deleted only when its card (or dataset) leaves the config folder the instance
-is bound to (:mod:`pipelines.instance`); a process reading another folder adds, never deletes.
+is bound to (:mod:`graphbase.instance`); a process reading another folder adds, never deletes.
 """
 
 from __future__ import annotations
