@@ -12,8 +12,14 @@ import dagster as dg
 from assets.data import frozen_dataset
 from assets.downstream import DOWNSTREAM_ASSETS, SUMMARY_DEPS
 from assets.efficiency import efficiency
-from assets.embeddings import document_embeddings, query_embeddings, raw_document_embeddings, raw_query_embeddings
-from assets.geometry import norm_geometry, normalization_price
+from assets.embeddings import (
+    document_embeddings,
+    query_embeddings,
+    raw_document_embeddings,
+    raw_query_embeddings,
+    task_embedding_assets,
+)
+from assets.geometry import norm_geometry, normalization_price, pair_sanity_assets
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.serving import serving_assets
 from assets.summary import comparisons, report_asset, results_db
@@ -31,10 +37,10 @@ from resources import EncoderRegistry, ProjectResource
 
 ASSETS = [
     frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics,
-    raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price, efficiency,
+    raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price, *pair_sanity_assets, efficiency,
     comparisons, results_db,
     benchmark_transfer,
-    *TASK_ASSETS,
+    *task_embedding_assets, *TASK_ASSETS,
 ]
 
 
