@@ -85,7 +85,7 @@ def test_definitions_load_with_lineage_partitions_and_automation():
            for f in TASK_FAMILIES},
         **{f"task_{f}": sorted([f"config/{f}_datasets", "config/model_card", f"frozen_{f}_dataset", f"{f}_embeddings"])
            for f in TASK_FAMILIES},
-        **{f"pair_sanity_{f}": ["config/resampling", f"frozen_{f}_dataset", f"{f}_embeddings"] for f in PAIR_FAMILIES},
+        **{f"pair_sanity_{f}": sorted(["config/resampling", f"frozen_{f}_dataset", f"{f}_embeddings"]) for f in PAIR_FAMILIES},
         "task_comparisons": sorted(["config/task_comparison", "pair_sanity", *(f"task_{f}" for f in TASK_FAMILIES),
                                     *(f"pair_sanity_{f}" for f in PAIR_FAMILIES)]),
         **{ann_asset_name(spec): sorted([f"config/{ann_asset_name(spec)}", "config/ann_settings", "config/conventions",
