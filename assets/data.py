@@ -8,8 +8,8 @@ from embedpyramid.code_version import function_version
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
 from embedpyramid.reports.tables import markdown_table
 from embedpyramid.store import read_frame
-from pipelines.freshness import DATASET_SOURCE, EVALUATE_WHEN_STALE, facet_deps
-from pipelines.partitions import dataset_partitions
+from graphbase.freshness import DATASET_SOURCE, EVALUATE_WHEN_STALE, facet_deps
+from graphbase.partitions import dataset_partitions
 from resources import ProjectResource
 
 

@@ -8,9 +8,9 @@ from assets.metadata import excluded_metadata, summary_inputs, table_metadata, w
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
-from pipelines.automation import STAGE_TAG, SUMMARY_STAGE
-from pipelines.freshness import COMPARISON, CONVENTIONS, EVALUATE_WHEN_STALE, JUDGE, SUMMARIZE_WHEN_STALE, facet_deps
-from pipelines.partitions import model_dataset_partitions
+from graphbase.freshness import COMPARISON, CONVENTIONS, EVALUATE_WHEN_STALE, JUDGE, SUMMARIZE_WHEN_STALE, facet_deps
+from graphbase.partitions import model_dataset_partitions
+from graphbase.tags import STAGE_TAG, SUMMARY_STAGE
 from resources import ProjectResource
 
 GROUP = "l6_downstream"

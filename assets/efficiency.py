@@ -7,9 +7,9 @@ import polars as pl
 from assets.metadata import with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.tables import markdown_table
-from pipelines.freshness import EVALUATE_WHEN_STALE, RESAMPLING, RUN_SETTINGS, facet_deps
-from pipelines.instance import ENCODER_POOL
-from pipelines.partitions import model_dataset_partitions
+from graphbase.freshness import EVALUATE_WHEN_STALE, RESAMPLING, RUN_SETTINGS, facet_deps
+from graphbase.instance import ENCODER_POOL
+from graphbase.partitions import model_dataset_partitions
 from resources import EncoderRegistry, ProjectResource
 
 

@@ -1,10 +1,13 @@
 """Query and document embeddings per (model, dataset), cached by (card hash, input table hash),
 and their raw twins (pyramid L1). One forward pass per text writes both: the raw vectors come
-from the model without its final Normalize module, the card's are derived from them.
+from the model without its final Normalize module, the card's are derived from them. Per L2
+task family F, ``F_embeddings`` (model × F dataset) holds the card's vectors of the dataset's
+texts. Every vector the graph computes is one of these assets' materializations, of its own
+card's partition; the assets that use vectors read them from the cache.
 
 Every asset that runs a model takes a slot of the ``encoders`` pool, so a backfill of many
 models does not oversubscribe the machine (one slot by default; see
-:func:`pipelines.instance.ensure_encoder_pool`).
+:func:`graphbase.instance.ensure_encoder_pool`).
 """
 
 import time
@@ -16,9 +19,9 @@ from embedpyramid.code_version import function_version
 from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import DIRECTION_SAMPLE, PLURAL, Kind, embed_table, table_problems
 from embedpyramid.progress import report
-from pipelines.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, facet_deps
-from pipelines.instance import ENCODER_POOL
-from pipelines.partitions import model_dataset_partitions
+from graphbase.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, TASK_FACETS, facet_deps
+from graphbase.instance import ENCODER_POOL
+from graphbase.partitions import TASK_FAMILIES, model_dataset_partitions, task_partitions
 from resources import EncoderRegistry, ProjectResource
 
 # Unit(raw) may differ from the shipped model's output only by float rounding.
@@ -121,3 +124,48 @@ query_embeddings = _embedding_asset("query", raw=False)
 document_embeddings = _embedding_asset("document", raw=False)
 raw_query_embeddings = _embedding_asset("query", raw=True)
 raw_document_embeddings = _embedding_asset("document", raw=True)
+
+
+_TASK_FACET = {facet.partitioned_by: facet for facet in TASK_FACETS}
+
+
+def _task_embedding_asset(family: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        name=f"{family}_embeddings",
+        partitions_def=task_partitions[family],
+        deps=[f"frozen_{family}_dataset", *facet_deps(MODEL_CARD, _TASK_FACET[family])],
+        group_name="embeddings",
+        code_version=function_version(__file__, "task_embeddings"),
+        kinds={"parquet", "torch"},
+        pool=ENCODER_POOL,
+        automation_condition=EVALUATE_WHEN_STALE,
+        description=f"The card's vectors of every text of a {family} dataset, encoded once with the prompt of the "
+                    "dataset's text kind (cached, content-addressed); the task and its pair sanity read them.",
+    )
+    def task_embeddings(context: dg.AssetExecutionContext, project: ProjectResource,
+                        encoders: EncoderRegistry) -> dg.MaterializeResult:
+        from embedpyramid.tasks.level import encode_task_texts
+
+        part = project.partition(context)
+        model = part.model
+        result = encode_task_texts(part.store, model, part.frozen, part.config.task_dataset(part.dataset),
+                                   lambda: encoders.encoder(model), progress_logger(context, f"encoded texts with {model.key}"))
+        meta = result.metadata
+        return with_provenance(context, project, dg.MaterializeResult(
+            metadata={
+                "rows": dg.MetadataValue.int(meta["rows"]),
+                "dim": dg.MetadataValue.int(meta["dim"]),
+                # The task asset's key before these vectors had an asset of their own: `embedpyramid
+                # run` reports the retrieval tables it encoded (cache_hit), as before.
+                "embeddings_cache_hit": dg.MetadataValue.bool(result.cache_hit),
+                "card_hash": dg.MetadataValue.text(model.card_hash),
+                "card_key": dg.MetadataValue.text(model.key),
+                "path": dg.MetadataValue.path(str(result.path)),
+            },
+            data_version=dg.DataVersion(result.path.stem + "@" + model.card_hash[:16]),
+        ))
+
+    return task_embeddings
+
+
+task_embedding_assets = [_task_embedding_asset(family) for family in TASK_FAMILIES]

@@ -1,4 +1,7 @@
-"""Pyramid L1 per (model, dataset): geometry of the raw vectors, the price of normalization mistakes."""
+"""Pyramid L1: per (model, dataset) the geometry of the raw vectors, the price of normalization
+mistakes and ``pair_sanity``; per (model, pair-task dataset) ``pair_sanity_F`` (sts,
+pair_classification, bitext). Pair sanity is the AUC of known-similar against seeded random
+pairs, from the card's embeddings assets."""
 
 import dagster as dg
 
@@ -6,8 +9,9 @@ from assets.metadata import partition_check, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
-from pipelines.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
-from pipelines.partitions import model_dataset_partitions
+from embedpyramid.store import write_json
+from graphbase.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
+from graphbase.partitions import PAIR_FAMILIES, model_dataset_partitions, task_partitions
 from resources import ProjectResource
 
 # The expansion -(|q|^2 - 2 q.d + |d|^2) in float32 against literal float64 distances.
@@ -84,3 +88,81 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
             check_name="euclidean_expansion_exact", passed=worst <= EUCLIDEAN_TOLERANCE,
             metadata={"max_abs_error": dg.MetadataValue.float(worst)})],
     ))
+
+
+def _sanity_metadata(context: dg.AssetExecutionContext, sanity, where: str) -> dict[str, dg.MetadataValue]:
+    if sanity.warning:
+        context.log.warning(f"{where}: {sanity.warning}")
+    return {
+        "auc": dg.MetadataValue.float(sanity.auc),
+        "n_similar": dg.MetadataValue.int(sanity.n_similar),
+        "similar_mean_cosine": dg.MetadataValue.float(sanity.similar_mean),
+        "random_mean_cosine": dg.MetadataValue.float(sanity.random_mean),
+        "warning": dg.MetadataValue.text(sanity.warning or "none"),
+        "definition": dg.MetadataValue.text(sanity.definition),
+        "seed": dg.MetadataValue.int(sanity.settings["seed"]),
+    }
+
+
+@dg.asset(
+    partitions_def=model_dataset_partitions,
+    deps=["query_embeddings", "document_embeddings", "frozen_dataset", *facet_deps(CONVENTIONS, RESAMPLING)],
+    group_name="l1_geometry",
+    code_version=function_version(__file__, "pair_sanity"),
+    kinds={"parquet"},
+    automation_condition=EVALUATE_WHEN_STALE,
+)
+def pair_sanity(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+    """AUC of each query and its relevant documents against as many seeded random (query,
+    document) pairs; a warning when it is near 0.5."""
+    from embedpyramid.encode import cached_embedding_path, read_embeddings
+    from embedpyramid.geometry.pair_sanity import PairSanitySettings, retrieval_pair_sanity
+    from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
+    from embedpyramid.store import read_frame
+
+    part = project.partition(context)
+    config, store, model, frozen = part.config, part.store, part.model, part.frozen
+    query_ids, queries = read_embeddings(cached_embedding_path(store, model, frozen, "query"))
+    doc_ids, documents = read_embeddings(cached_embedding_path(store, model, frozen, "document"))
+    sanity = retrieval_pair_sanity(
+        query_ids, queries, doc_ids, documents, read_frame(frozen.path("qrels")),
+        PairSanitySettings(seed=config.protocol.comparison.seed),
+        relevance_threshold=config.protocol.conventions(config.dataset(part.dataset)).relevance_threshold)
+    path = write_json(sanity.as_dict(), l1_dir(store, part.dataset, model.key) / PAIR_SANITY_FILE)
+    return with_provenance(context, project, dg.MaterializeResult(metadata={**_sanity_metadata(context, sanity, f"{model.key} on {part.dataset}"),
+                                          "card_key": dg.MetadataValue.text(model.key),
+                                          "path": dg.MetadataValue.path(str(path))}))
+
+
+def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        name=f"pair_sanity_{family}",
+        partitions_def=task_partitions[family],
+        deps=[f"{family}_embeddings", f"frozen_{family}_dataset", *facet_deps(RESAMPLING)],
+        group_name="l1_geometry",
+        code_version=function_version(__file__, "sanity_asset"),
+        kinds={"parquet"},
+        automation_condition=EVALUATE_WHEN_STALE,
+        description=f"AUC of the known-similar pairs of a {family} dataset against as many seeded random pairs "
+                    f"from the same pools ({family}_embeddings); a warning when near 0.5.",
+    )
+    def sanity_asset(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        from embedpyramid.geometry.pair_sanity import PairSanitySettings, task_pair_sanity
+        from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
+        from embedpyramid.store import read_frame
+        from embedpyramid.tasks.level import task_vectors
+
+        part = project.partition(context)
+        spec, model = part.config.task_dataset(part.dataset), part.model
+        vectors = task_vectors(part.store, model, part.frozen, spec)
+        sanity = task_pair_sanity(family, read_frame(part.frozen.path("pairs")), vectors,
+                                  PairSanitySettings(seed=part.config.protocol.comparison.seed))
+        path = write_json(sanity.as_dict(), l1_dir(part.store, part.dataset, model.key) / PAIR_SANITY_FILE)
+        return with_provenance(context, project, dg.MaterializeResult(metadata={**_sanity_metadata(context, sanity, f"{model.key} on {part.dataset}"),
+                                              "card_key": dg.MetadataValue.text(model.key),
+                                              "path": dg.MetadataValue.path(str(path))}))
+
+    return sanity_asset
+
+
+pair_sanity_assets = [pair_sanity, *(_pair_sanity_asset(family) for family in PAIR_FAMILIES)]

@@ -52,12 +52,10 @@ materializes no partitioned asset, so the states of its inputs hold for all its 
 
 
 def _run_freshness(context: dg.AssetExecutionContext, config: ProjectConfig, data_dir: str) -> Any:
-    from pipelines.dagster_internals import asset_graph_of
-    from pipelines.freshness import Freshness
-    from pipelines.graph import location_asset_graph
+    from graphbase.freshness import Freshness, location_graph
 
     if context.run_id not in _FRESHNESS:
-        graph = asset_graph_of(context, lambda: location_asset_graph(str(config.directory), data_dir))
+        graph = location_graph(context, str(config.directory), data_dir)
         _FRESHNESS.clear()
         _FRESHNESS[context.run_id] = Freshness(context.instance, graph)
     return _FRESHNESS[context.run_id]
@@ -66,7 +64,7 @@ def _run_freshness(context: dg.AssetExecutionContext, config: ProjectConfig, dat
 def summary_inputs(context: dg.AssetExecutionContext, config: ProjectConfig, data_dir: str) -> SummaryInputs:
     """The partitions upstream of this summary asset that are not current (the summary leaves
     them out), each logged as a warning."""
-    from pipelines.freshness import summary_inputs as not_current
+    from graphbase.freshness import summary_inputs as not_current
 
     inputs = not_current(_run_freshness(context, config, data_dir), context.asset_key, config)
     for item in inputs.excluded:
@@ -86,7 +84,7 @@ def with_provenance(context: dg.AssetExecutionContext, project: ProjectResource,
     """``result`` with what this asset partition was computed from (dataset content hash, card
     key, config facet versions, code version) in its metadata, also written to
     ``<data>/provenance/<asset>/<dataset>/<card key>.json``."""
-    from pipelines.freshness import provenance_record
+    from graphbase.freshness import provenance_record
 
     record = provenance_record(context, project.config, project.store)
     write_json(record, project.store.provenance_path(record["asset"], record["dataset"],

@@ -8,7 +8,7 @@ from assets.metadata import with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
-from pipelines.freshness import (
+from graphbase.freshness import (
     ANN_SETTINGS,
     CONVENTIONS,
     EVALUATE_WHEN_STALE,
@@ -16,7 +16,7 @@ from pipelines.freshness import (
     ann_spec_facet,
     facet_deps,
 )
-from pipelines.partitions import ann_asset_name, model_dataset_partitions
+from graphbase.partitions import ann_asset_name, model_dataset_partitions
 from resources import ProjectResource
 
 if TYPE_CHECKING:

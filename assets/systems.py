@@ -15,8 +15,7 @@ import dagster as dg
 from assets.metadata import headline_metrics, table_metadata, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.tables import markdown_table
-from pipelines.automation import DATASET_LEVEL_TAG
-from pipelines.freshness import (
+from graphbase.freshness import (
     CONVENTIONS,
     EVALUATE_WHEN_STALE,
     MEASURES,
@@ -24,8 +23,9 @@ from pipelines.freshness import (
     facet_deps,
     system_facet,
 )
-from pipelines.instance import ENCODER_POOL
-from pipelines.partitions import ann_asset_name, dataset_partitions, model_dataset_partitions, system_asset_name
+from graphbase.instance import ENCODER_POOL
+from graphbase.partitions import ann_asset_name, dataset_partitions, model_dataset_partitions, system_asset_name
+from graphbase.tags import DATASET_LEVEL_TAG
 from resources import EncoderRegistry, ProjectResource
 
 if TYPE_CHECKING:

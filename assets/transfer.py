@@ -5,8 +5,8 @@ import dagster as dg
 
 from assets.metadata import excluded_metadata, partition_check, summary_inputs, table_metadata
 from embedpyramid.code_version import function_version
-from pipelines.freshness import COMPARISON, RESAMPLING, SUMMARIZE_WHEN_STALE, TRANSFER, facet_deps
-from pipelines.partitions import model_dataset_partitions
+from graphbase.freshness import COMPARISON, RESAMPLING, SUMMARIZE_WHEN_STALE, TRANSFER, facet_deps
+from graphbase.partitions import model_dataset_partitions
 from resources import ProjectResource
 
 STS_RESULTS = dg.AssetKey("task_sts")

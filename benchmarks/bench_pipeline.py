@@ -56,7 +56,7 @@ from embedpyramid.retrieval.metrics import evaluate_run  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk, run_table, search_metric  # noqa: E402
 from embedpyramid.serving import build_index, build_seeds, evaluate_spec, resolve_metric, search_sweep  # noqa: E402
 from embedpyramid.stats.compare import compare_models, comparison_settings, query_deltas, regressions  # noqa: E402
-from pipelines.instance import open_instance  # noqa: E402
+from graphbase.instance import open_instance  # noqa: E402
 from pipelines.runner import run_pipeline  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,8 +1,10 @@
 """``embedpyramid`` command line: run the evaluation graph, show its state, print the leaderboard.
 
 ``run``, ``backfill`` and ``status`` work on the Dagster graph in-process (the same assets, runs
-and stale status the UI shows); they import the orchestration layer lazily from the project
-checkout, so the core package itself never imports Dagster. Errors in the data, the config or
+and stale status the UI shows) through :mod:`pipelines.runner`, installed with this package and
+imported only by these commands: the rest of the core never imports Dagster, and ``leaderboard``
+runs without it. The runner reports what goes wrong as the core's exception types
+(:class:`~embedpyramid.store.DataFolderBusy`, :class:`~embedpyramid.store.RunHistoryError`). Errors in the data, the config or
 the environment print one line naming the file and what to do (``--verbose`` adds tracebacks).
 """
 
@@ -11,14 +13,12 @@ from __future__ import annotations
 import argparse
 import errno
 import gc
-import importlib
 import json
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
@@ -32,7 +32,7 @@ from embedpyramid.reports.results import (
     query_results,
     read_leaderboard,
 )
-from embedpyramid.store import ArtifactStore, CorruptFileError, store_path
+from embedpyramid.store import ArtifactStore, CorruptFileError, DataFolderBusy, RunHistoryError, store_path
 
 EXIT_FAILURES, EXIT_ERROR, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -96,11 +96,6 @@ def _folders(args: argparse.Namespace, root: Path) -> tuple[Path, str]:
     return configs, data
 
 
-def _runner(root: Path) -> ModuleType:
-    sys.path.insert(0, str(root))
-    return importlib.import_module("pipelines.runner")
-
-
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -110,10 +105,12 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     configs, data = _folders(args, root)
     models = [args.model] if args.command == "backfill" else _csv(args.models)
     datasets = None if args.command == "backfill" else _csv(args.datasets)
+    from pipelines.runner import run_pipeline
+
     display = ProgressDisplay(sys.stderr)
     with showing(display):
-        report = _runner(root).run_pipeline(configs, data, models=models, datasets=datasets, log=display.line,
-                                            wait=not args.no_wait, verbose=args.verbose, command=argv)
+        report = run_pipeline(configs, data, models=models, datasets=datasets, log=display.line,
+                              wait=not args.no_wait, verbose=args.verbose, command=argv)
     db = store_path(data) / "results.duckdb"
     if db.is_file():
         print(format_leaderboard(read_leaderboard(db)))
@@ -127,7 +124,9 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _status(args: argparse.Namespace) -> int:
     root = project_root()
     configs, data = _folders(args, root)
-    rows = _runner(root).project_status(configs, data, models=_csv(args.models), datasets=_csv(args.datasets))
+    from pipelines.runner import project_status
+
+    rows = project_status(configs, data, models=_csv(args.models), datasets=_csv(args.datasets))
     if args.format == "json":
         print(json.dumps([row.__dict__ for row in rows], indent=2))
         return 0
@@ -140,19 +139,14 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _environment_error(error: BaseException, args: argparse.Namespace) -> str | None:
+def _environment_error(error: OSError) -> str | None:
     """A one-line message for a disk or permission problem, or None for other errors."""
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         return (f"{error.filename or 'a file'}: {error.strerror}; free space on that disk (or pass --data "
                 "elsewhere) and rerun: finished artefacts are kept, nothing was half-written")
-    if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return (f"cannot write {error.filename or 'the data folder'}: {error.strerror}; make the data folder "
                 "writable or pass --data to one that is")
-    if type(error).__name__ == "OperationalError" and type(error).__module__.startswith("sqlalchemy"):
-        detail = str(getattr(error, "orig", error)).splitlines()[0]
-        home = os.environ.get("DAGSTER_HOME") or store_path(_folders(args, project_root())[1]) / "dagster_home"
-        return (f"the run history in {home} cannot be written ({detail}); free space or fix permissions there "
-                "and rerun: finished artefacts are kept")
     return None
 
 
@@ -202,16 +196,15 @@ def _command(args: argparse.Namespace, argv: list[str]) -> int:
             print(format_leaderboard(read_leaderboard(db), args.format))
         return 0
     except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError, CorruptFileError,
-            QueryError) as error:
+            QueryError, DataFolderBusy, RunHistoryError) as error:
         _report(error, str(error), args)
         return EXIT_ERROR
     except KeyboardInterrupt:
         _stderr("\ninterrupted: the run in progress is marked canceled; everything finished (and every finished "
                 "shard of an encode) is kept, nothing is half-written; rerun the command to resume")
         return EXIT_INTERRUPTED
-    except Exception as error:
-        # DataFolderBusy lives in the orchestration layer, which this module imports lazily.
-        message = str(error) if type(error).__name__ == "DataFolderBusy" else _environment_error(error, args)
+    except OSError as error:
+        message = _environment_error(error)
         if message is None:
             raise
         _report(error, message, args)

@@ -6,7 +6,7 @@ proof that it was computed from the current inputs: after a qrels edit the basel
 the old qrels are still there. So a summary takes a :class:`SummaryInputs`, the list of input
 partitions whose recorded inputs are *not* the current ones (stale, never materialized or failed,
 with the root cause), and never lets one of them enter a table or a test; it lists them as
-excluded instead. Who decides is the orchestrator (``pipelines.freshness``: Dagster's stale status,
+excluded instead. Who decides is the orchestrator (``graphbase.freshness``: Dagster's stale status,
 followed upstream); the core only obeys.
 
 Inputs are named by the asset that writes them (``retrieval_metrics``, ``system_bm25``, ...), the

@@ -159,6 +159,15 @@ def remove_tree(path: StorePath) -> None:
         path.fs.rm(path.path, recursive=True)
 
 
+class DataFolderBusy(RuntimeError):
+    """Another process holds the data folder's lock; the message names its PID and command."""
+
+
+class RunHistoryError(RuntimeError):
+    """The orchestrator's run history for a data folder cannot be written (a full disk, a
+    read-only folder); the message names where it lives and what to do."""
+
+
 class CorruptFileError(ValueError):
     """A file that exists but cannot be read as what it should be (a truncated or overwritten
     Parquet table, FAISS index, catalogue); the message names the file and what to do."""

@@ -1,5 +1,5 @@
-"""Dagster wiring of embedpyramid: definitions, partitions, automation, the in-process runner.
-
-Loaded from the repo root (``workspace.yaml`` sets the working directory); not installed, so
-the generic names ``pipelines``, ``assets`` and ``resources`` never collide with other packages.
+"""Dagster wiring of embedpyramid: definitions, the graph of a config folder, automation, the
+in-process runner. The top layer: it imports ``assets``, ``resources``, ``graphbase`` and the
+core; nothing imports it but the code location (workspace.yaml) and the CLI's commands that run
+the graph.
 """

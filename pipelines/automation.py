@@ -5,7 +5,7 @@
   that folder), reports changed config facets as observations, and records the ``config/folder``
   check ``loads`` — failed, with the file and key, when the folder does not validate (the tick
   then fails with the same message).
-- ``evaluation_automation`` evaluates every asset's condition (:mod:`pipelines.freshness`): a
+- ``evaluation_automation`` evaluates every asset's condition (:mod:`graphbase.freshness`): a
   partition is requested when it is missing or stale — exactly the partitions ``embedpyramid
   run`` would materialize — so a new card is backfilled, an edited one re-evaluated, and
   identical data re-frozen moves nothing.
@@ -22,21 +22,17 @@ from pathlib import Path
 import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
-from pipelines.dagster_internals import checks_named
-from pipelines.freshness import CONFIG, UP_TO_DATE, Freshness, config_observations, report_up_to_date
-from pipelines.instance import bound_to, read_binding
-from pipelines.partitions import DATASETS, TASK_FAMILIES, partition_sync, task_datasets_name, task_family_assets
+from graphbase.dagster_internals import checks_named
+from graphbase.freshness import CONFIG, UP_TO_DATE, Freshness, config_observations, report_up_to_date
+from graphbase.instance import bound_to, read_binding
+from graphbase.partitions import DATASETS, TASK_FAMILIES, partition_sync, task_datasets_name, task_family_assets
+from graphbase.tags import DATASET_LEVEL_TAG, STAGE_TAG, SUMMARY_STAGE
 from resources import ProjectResource
 
 CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
 CONFIG_CHECK = "loads"
 SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "benchmark_transfer", "task_comparisons"]
-# Further cross-model (unpartitioned) assets of a level that run with the summaries carry this tag
-# (L6's grade_analysis): the summary job and `embedpyramid run` pick them up.
-STAGE_TAG, SUMMARY_STAGE = "embedpyramid/stage", "summary"
 summary_selection = dg.AssetSelection.assets(*SUMMARY_ASSETS) | dg.AssetSelection.tag(STAGE_TAG, SUMMARY_STAGE)
-DATASET_LEVEL_TAG = ("embedpyramid/partitioned-by", "dataset")
-"""Tags the assets partitioned by dataset alone that evaluate a frozen dataset (L5's BM25)."""
 # Carried by every run the automation launches, for queue limits (docs/dagster.yaml).
 AUTOMATION_TAG = "embedpyramid/automation"
 

@@ -18,8 +18,8 @@ import dagster as dg
 
 from embedpyramid.config import ConfigError, load_config
 from embedpyramid.store import store_path
+from graphbase.instance import read_binding
 from pipelines.graph import build_definitions
-from pipelines.instance import read_binding
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

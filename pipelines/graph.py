@@ -12,8 +12,14 @@ import dagster as dg
 from assets.data import frozen_dataset
 from assets.downstream import DOWNSTREAM_ASSETS, SUMMARY_DEPS
 from assets.efficiency import efficiency
-from assets.embeddings import document_embeddings, query_embeddings, raw_document_embeddings, raw_query_embeddings
-from assets.geometry import norm_geometry, normalization_price
+from assets.embeddings import (
+    document_embeddings,
+    query_embeddings,
+    raw_document_embeddings,
+    raw_query_embeddings,
+    task_embedding_assets,
+)
+from assets.geometry import norm_geometry, normalization_price, pair_sanity_assets
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.serving import serving_assets
 from assets.summary import comparisons, report_asset, results_db
@@ -24,17 +30,17 @@ from embedpyramid.config import load_config
 from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
+from graphbase.freshness import config_facets, provide_location_graph, up_to_date_checks
+from graphbase.partitions import check_ann_asset_names, check_system_asset_names
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
-from pipelines.freshness import config_facets, up_to_date_checks
-from pipelines.partitions import check_ann_asset_names, check_system_asset_names
 from resources import EncoderRegistry, ProjectResource
 
 ASSETS = [
     frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics,
-    raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price, efficiency,
+    raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price, *pair_sanity_assets, efficiency,
     comparisons, results_db,
     benchmark_transfer,
-    *TASK_ASSETS,
+    *task_embedding_assets, *TASK_ASSETS,
 ]
 
 
@@ -115,3 +121,6 @@ def location_asset_graph(configs_dir: str, data_dir: str) -> Any:
 @lru_cache(maxsize=4)
 def _asset_graph(configs_dir: str, data_dir: str, stamps: tuple[tuple[str, int], ...]) -> Any:
     return build_definitions(configs_dir, data_dir).resolve_asset_graph()
+
+
+provide_location_graph(location_asset_graph)

@@ -2,7 +2,7 @@
 Dagster UI shows.
 
 Like the UI's "materialize stale and missing", asked of Dagster itself: the config facets are
-reported (:func:`pipelines.freshness.observe_config`), then every selected partition whose
+reported (:func:`graphbase.freshness.observe_config`), then every selected partition whose
 Dagster state is missing, stale or failed is materialized, in waves — a wave materializes what
 needs work now, after which Dagster says what else turned stale because an upstream data
 version really changed (exactly what the automation requests tick by tick). Identical data
@@ -14,7 +14,7 @@ job, each (card, dataset) partition goes through the ``evaluate`` job (``evaluat
 dataset), then the ``summary`` job rebuilds the comparisons, the results database and the
 report. A failing partition is reported and does not stop the others; a
 dataset that fails to freeze skips only its own partitions; what was already written stays.
-Every run carries the tags of :func:`pipelines.instance.run_tags`.
+Every run carries the tags of :func:`graphbase.instance.run_tags`.
 """
 
 from __future__ import annotations
@@ -31,17 +31,8 @@ from embedpyramid import progress
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
 from embedpyramid.inputs import excluded_keys
 from embedpyramid.reports.tables import first_few
-from embedpyramid.store import ArtifactStore, StorePath
-from pipelines.automation import (
-    dataset_evaluation_job,
-    evaluation_job,
-    refresh_datasets_job,
-    summary_assets,
-    summary_job,
-    task_evaluation_jobs,
-    task_freeze_jobs,
-)
-from pipelines.freshness import (
+from embedpyramid.store import ArtifactStore, StorePath, store_path
+from graphbase.freshness import (
     UP_TO_DATE,
     AssetState,
     Freshness,
@@ -52,22 +43,32 @@ from pipelines.freshness import (
     report_up_to_date,
     summary_inputs,
 )
-from pipelines.graph import build_definitions
-from pipelines.instance import (
+from graphbase.instance import (
     DataFolderLock,
     bind,
     ensure_encoder_pool,
     fail_abandoned_runs,
     open_instance,
+    run_history_errors,
     run_tags,
 )
-from pipelines.partitions import (
+from graphbase.partitions import (
     apply_partition_sync,
     dataset_partitions,
     model_dataset_key,
     model_dataset_partitions,
     task_family_assets,
 )
+from pipelines.automation import (
+    dataset_evaluation_job,
+    evaluation_job,
+    refresh_datasets_job,
+    summary_assets,
+    summary_job,
+    task_evaluation_jobs,
+    task_freeze_jobs,
+)
+from pipelines.graph import build_definitions
 
 
 @dataclass
@@ -262,7 +263,7 @@ def run_pipeline(
     """Bring the selected partitions up to date, then the summary; see the module docstring.
 
     ``models`` are card names or keys. ``wait=False`` refuses to queue behind another process
-    that holds the data folder (:class:`pipelines.instance.DataFolderBusy`), at once: the lock
+    that holds the data folder (:class:`graphbase.instance.DataFolderBusy`), at once: the lock
     is taken before the config is read. ``command`` (the CLI's arguments) is recorded in every
     run's tags; ``verbose`` also lists every name in the progress lines.
     """
@@ -270,7 +271,7 @@ def run_pipeline(
     report = RunReport()
     # The lock before anything slow: a busy folder is answered (wait=False) or waited for
     # before the config loads and the instance opens.
-    with DataFolderLock(store.root, instance, wait=wait, notify=log).held():
+    with run_history_errors(store.root), DataFolderLock(store.root, instance, wait=wait, notify=log).held():
         config = load_config(configs_dir)
         selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
         instance = instance or open_instance(store.root)
@@ -538,27 +539,28 @@ def project_status(
     Nothing is materialized; the config's current versions are reported (as ``run`` does), so
     what this prints is what the UI shows and what ``run`` would do.
     """
-    config = load_config(configs_dir)
-    selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
-    session = open_session(config, data_dir, instance, print, False)
-    fail_abandoned_runs(session.instance)
-    observe_config(session.instance, session.config)
-    graph = session.defs.resolve_asset_graph()
-    freshness = session.freshness()
-    rows = []
-    for dataset in selected_datasets:
-        jobs = session.jobs(dataset)
-        levels: dict[str, list[str]] = {}
-        for asset in jobs.assets:
-            levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
-        rows.append(level_status(dataset, None, "data", session.states([jobs.frozen_asset], dataset, freshness)))
-        if jobs.dataset_assets:
-            rows.append(level_status(dataset, None, "l5_systems",
-                                     session.states(list(jobs.dataset_assets), dataset, freshness)))
-        for model in selected_models:
-            partition = str(model_dataset_key(model.name, dataset))
-            rows += [level_status(dataset, model.key, level, session.states(assets, partition, freshness))
-                     for level, assets in levels.items()]
-    rows.append(level_status(None, None, "summary", session.states(summary_assets(session.defs), None, freshness)))
-    report_up_to_date(session.instance, graph)
-    return rows
+    with run_history_errors(store_path(data_dir)):
+        config = load_config(configs_dir)
+        selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
+        session = open_session(config, data_dir, instance, print, False)
+        fail_abandoned_runs(session.instance)
+        observe_config(session.instance, session.config)
+        graph = session.defs.resolve_asset_graph()
+        freshness = session.freshness()
+        rows = []
+        for dataset in selected_datasets:
+            jobs = session.jobs(dataset)
+            levels: dict[str, list[str]] = {}
+            for asset in jobs.assets:
+                levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
+            rows.append(level_status(dataset, None, "data", session.states([jobs.frozen_asset], dataset, freshness)))
+            if jobs.dataset_assets:
+                rows.append(level_status(dataset, None, "l5_systems",
+                                         session.states(list(jobs.dataset_assets), dataset, freshness)))
+            for model in selected_models:
+                partition = str(model_dataset_key(model.name, dataset))
+                rows += [level_status(dataset, model.key, level, session.states(assets, partition, freshness))
+                         for level, assets in levels.items()]
+        rows.append(level_status(None, None, "summary", session.states(summary_assets(session.defs), None, freshness)))
+        report_up_to_date(session.instance, graph)
+        return rows

@@ -1,4 +1,4 @@
-"""Dagster resources of embedpyramid (loaded from the repo root, not installed)."""
+"""Dagster resources of embedpyramid: they import `graphbase` and the core, never `assets` or `pipelines`."""
 
 from resources.project import EncoderRegistry, ProjectResource
 

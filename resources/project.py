@@ -14,7 +14,7 @@ from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.encode import Encoder, load_encoder
 from embedpyramid.store import ArtifactStore
-from pipelines.partitions import split_key
+from graphbase.partitions import split_key
 
 
 @lru_cache(maxsize=8)
@@ -59,7 +59,7 @@ class ProjectResource(dg.ConfigurableResource):
         whoever launched the run); a sensor or schedule evaluation, which writes nothing, does not."""
         if context.dagster_run is None or context.instance is None:
             return
-        from pipelines.instance import DataFolderLock
+        from graphbase.instance import DataFolderLock
 
         run = context.dagster_run
         lock = DataFolderLock(self.store.root, context.instance, notify=context.log.info if context.log else print,

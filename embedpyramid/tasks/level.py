@@ -29,7 +29,7 @@ from embedpyramid.config import (
 )
 from embedpyramid.config.tasks import task_family_module
 from embedpyramid.data import FrozenDataset, task_encoding_inputs
-from embedpyramid.encode import EmbeddingTable, Encoder, Progress, embed_table, read_embeddings
+from embedpyramid.encode import EmbeddingTable, Encoder, Kind, Progress, embed_table, read_embeddings, table_path
 from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata, write_parquet
 from embedpyramid.tasks.common import TaskError, TaskResult
 from embedpyramid.vectors import TextVectors
@@ -48,16 +48,26 @@ def tasks_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:
     return store.root / "tasks" / dataset / model_key
 
 
-def task_vectors(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, spec: DatasetEntry,
-                 encoder: Callable[[], Encoder], progress: Progress | None = None) -> tuple[TextVectors, EmbeddingTable]:
+def task_text_kind(spec: DatasetEntry) -> Kind:
+    """The prompt a task dataset's texts are encoded with: its settings' ``text_kind``."""
+    return spec.task_settings.text_kind if spec.task_settings is not None else "query"
+
+
+def encode_task_texts(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, spec: DatasetEntry,
+                      encoder: Callable[[], Encoder], progress: Progress | None = None) -> EmbeddingTable:
     """The card's vectors of every text of a frozen task dataset, through the content-addressed
-    embedding cache (encoded with the card's prompt for the settings' ``text_kind`` on a miss;
+    embedding cache (encoded with the card's prompt for :func:`task_text_kind` on a miss;
     ``encoder`` is a factory, so a hit never loads the model)."""
-    settings = spec.task_settings
-    kind = settings.text_kind if settings is not None else "query"
-    table = embed_table(store, model, kind, task_encoding_inputs(frozen), encoder, progress)
-    ids, vectors = read_embeddings(table.path)
-    return TextVectors(ids, vectors), table
+    return embed_table(store, model, task_text_kind(spec), task_encoding_inputs(frozen), encoder, progress)
+
+
+def task_vectors(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, spec: DatasetEntry) -> TextVectors:
+    """The vectors :func:`encode_task_texts` wrote for this card and dataset, read from the cache."""
+    path = table_path(store, model, task_text_kind(spec), frozen.table_sha("texts"))
+    if not path.is_file():
+        raise TaskError(f"{model.key} has no vectors of {frozen.directory.name}'s texts ({path} does not exist): "
+                        f"materialize {spec.task}_embeddings for this partition first")
+    return TextVectors(*read_embeddings(path))
 
 
 def evaluate_task(spec: DatasetEntry, frozen: FrozenDataset, vectors: TextVectors, *, dataset: str,

@@ -124,7 +124,7 @@ def _ast_imports(text: str) -> set[tuple]:
     return found
 
 
-@pytest.mark.parametrize("folder", ["embedpyramid", "assets", "pipelines", "resources"])
+@pytest.mark.parametrize("folder", ["embedpyramid", "graphbase", "assets", "pipelines", "resources"])
 def test_the_import_scan_agrees_with_the_python_parser_on_the_project(folder):
     """The scan reads lines, not a syntax tree (a warm start must stay cheap): on every file of
     the project it finds exactly the import statements Python's own parser finds."""

@@ -1,9 +1,9 @@
-"""The contract of pipelines.dagster_internals against the installed Dagster: the only module that
+"""The contract of graphbase.dagster_internals against the installed Dagster: the only module that
 imports Dagster internals. If a Dagster release moves or changes one of them, this fails first."""
 
 import dagster as dg
 
-from pipelines.dagster_internals import (
+from graphbase.dagster_internals import (
     DATA_VERSION_TAG,
     DagsterStaleness,
     StaleCause,

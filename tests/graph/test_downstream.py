@@ -14,8 +14,8 @@ from graph_helpers import default_section, plan_and_automation, quick_protocol, 
 from stub_server import Reply, StubServer
 
 from embedpyramid.config import load_config
+from graphbase.partitions import model_dataset_key
 from pipelines.graph import build_definitions
-from pipelines.partitions import model_dataset_key
 from pipelines.runner import run_pipeline
 
 CATEGORIES = ["ai", "emotion"]

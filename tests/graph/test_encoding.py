@@ -22,8 +22,8 @@ from toy_encoders import CharacterNgrams
 from embedpyramid.config import load_config
 from embedpyramid.hashing import sha256_table
 from embedpyramid.store import ArtifactStore, read_table
-from pipelines.instance import ENCODER_POOL, ensure_encoder_pool
-from pipelines.partitions import model_dataset_key
+from graphbase.instance import ENCODER_POOL, ensure_encoder_pool
+from graphbase.partitions import model_dataset_key
 from pipelines.runner import project_status, run_pipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -9,14 +9,14 @@ from graph_helpers import beir_folder, plan_and_automation, quick_protocol, requ
 
 from assets.retrieval import exact_topk
 from embedpyramid.config import load_config
+from graphbase.dagster_internals import DATA_VERSION_TAG
+from graphbase.freshness import MODEL_CARD, config_observations
+from graphbase.instance import bind
+from graphbase.partitions import MODELS, model_dataset_key
 from pipelines import graph
 from pipelines.automation import nightly_refresh
-from pipelines.dagster_internals import DATA_VERSION_TAG
 from pipelines.definitions import _location_folders
-from pipelines.freshness import MODEL_CARD, config_observations
 from pipelines.graph import build_definitions
-from pipelines.instance import bind
-from pipelines.partitions import MODELS, model_dataset_key
 from pipelines.runner import open_session, pending_states, project_status, run_pipeline
 
 

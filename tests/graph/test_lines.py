@@ -7,7 +7,7 @@ import dagster as dg
 from graph_helpers import quick_protocol, toy
 
 from embedpyramid.cli import main
-from pipelines.freshness import AssetState
+from graphbase.freshness import AssetState
 from pipelines.runner import _describe, level_status, run_pipeline
 
 ASSETS = [f"asset_{i:02d}" for i in range(28)]

@@ -19,8 +19,8 @@ from graph_helpers import beir_folder, quick_protocol, small_ann, toy
 
 from embedpyramid.cli import main
 from embedpyramid.config import load_config
-from pipelines.instance import PID_TAG, DataFolderBusy, DataFolderLock, open_instance
-from pipelines.partitions import model_dataset_key
+from graphbase.instance import PID_TAG, DataFolderBusy, DataFolderLock, open_instance
+from graphbase.partitions import model_dataset_key
 from pipelines.runner import run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_a_killed_run_is_marked_failed_by_the_next_one(write_configs, tiny, tmp_
 
 
 def test_processes_opening_a_new_run_history_at_once_do_not_corrupt_it(tmp_path):
-    opener = ("import sys; from pipelines.instance import open_instance; from embedpyramid.store import store_path; "
+    opener = ("import sys; from graphbase.instance import open_instance; from embedpyramid.store import store_path; "
               "print(len(open_instance(store_path(sys.argv[1])).get_run_records()))")
     for attempt in range(4):  # unserialized, about one attempt in four breaks the schema here
         data = tmp_path / f"data-{attempt}"
@@ -234,7 +234,7 @@ def test_a_second_run_waits_for_the_first_or_names_it(write_configs, tiny, tmp_p
     folder = write_configs(models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol())
     data = tmp_path / "data"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pipelines.instance import DataFolderLock, open_instance; "
+        "import sys, time; from graphbase.instance import DataFolderLock, open_instance; "
         "from embedpyramid.store import store_path; root = store_path(sys.argv[1]); "
         "lock = DataFolderLock(root, open_instance(root)); lock.acquire(); print('held', flush=True); "
         "time.sleep(float(sys.argv[2]))"), str(data), "4"], cwd=REPO, env=ENV, stdout=subprocess.PIPE, text=True)
@@ -255,7 +255,7 @@ def test_a_second_run_waits_for_the_first_or_names_it(write_configs, tiny, tmp_p
 def test_no_wait_on_a_busy_folder_answers_before_the_config_loads_or_the_instance_opens(tmp_path, capsys):
     data = tmp_path / "data"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pipelines.instance import DataFolderLock; "
+        "import sys, time; from graphbase.instance import DataFolderLock; "
         "from embedpyramid.store import store_path; lock = DataFolderLock(store_path(sys.argv[1]), None); "
         "lock.acquire(); print('held', flush=True); time.sleep(30)"), str(data)],
         cwd=REPO, env=ENV, stdout=subprocess.PIPE, text=True)

@@ -20,11 +20,9 @@ from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
-from pipelines.automation import config_sensor
-from pipelines.definitions import defs
-from pipelines.freshness import CONFIG
-from pipelines.instance import bind
-from pipelines.partitions import (
+from graphbase.freshness import CONFIG
+from graphbase.instance import bind
+from graphbase.partitions import (
     DATASETS,
     MODELS,
     PAIR_FAMILIES,
@@ -34,6 +32,8 @@ from pipelines.partitions import (
     system_asset_name,
     task_datasets_name,
 )
+from pipelines.automation import config_sensor
+from pipelines.definitions import defs
 from pipelines.runner import run_pipeline
 from resources import ProjectResource
 
@@ -82,9 +82,11 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "pair_sanity": ["config/conventions", "config/resampling", "document_embeddings", "frozen_dataset",
                         "query_embeddings"],
         **{f"frozen_{f}_dataset": [f"config/{f}_datasets"] for f in TASK_FAMILIES},
-        **{f"task_{f}": sorted([f"config/{f}_datasets", "config/model_card", f"frozen_{f}_dataset"])
+        **{f"{f}_embeddings": sorted([f"config/{f}_datasets", "config/model_card", f"frozen_{f}_dataset"])
            for f in TASK_FAMILIES},
-        **{f"pair_sanity_{f}": ["config/resampling", f"frozen_{f}_dataset", f"task_{f}"] for f in PAIR_FAMILIES},
+        **{f"task_{f}": sorted([f"config/{f}_datasets", "config/model_card", f"frozen_{f}_dataset", f"{f}_embeddings"])
+           for f in TASK_FAMILIES},
+        **{f"pair_sanity_{f}": sorted(["config/resampling", f"frozen_{f}_dataset", f"{f}_embeddings"]) for f in PAIR_FAMILIES},
         "task_comparisons": sorted(["config/task_comparison", "pair_sanity", *(f"task_{f}" for f in TASK_FAMILIES),
                                     *(f"pair_sanity_{f}" for f in PAIR_FAMILIES)]),
         **{ann_asset_name(spec): sorted([f"config/{ann_asset_name(spec)}", "config/ann_settings", "config/conventions",

@@ -9,8 +9,8 @@ from graph_helpers import default_section, plan_and_automation, quick_protocol, 
 
 from embedpyramid.config import ConfigError, load_config
 from embedpyramid.store import read_frame, read_json
+from graphbase.partitions import model_dataset_key
 from pipelines.graph import build_definitions
-from pipelines.partitions import model_dataset_key
 from pipelines.runner import run_pipeline
 
 

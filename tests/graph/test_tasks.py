@@ -7,7 +7,7 @@ import yaml
 from graph_helpers import plan_and_automation, quick_protocol
 
 from embedpyramid.config import load_config
-from pipelines.partitions import (
+from graphbase.partitions import (
     model_dataset_key,
     task_datasets_name,
 )
@@ -46,7 +46,7 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
                                                 for dataset in ("tiny", *TASKS))
     assert sorted(first.frozen) == sorted(["tiny", *TASKS])
     assert {asset for model, dataset, asset in first.assets if dataset == "django-ko"} == {
-        "task_bitext", "pair_sanity_bitext"}
+        "bitext_embeddings", "task_bitext", "pair_sanity_bitext"}
 
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
         def value(dataset, model, system, metric, subset="all", split="test"):
@@ -90,7 +90,8 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
     assert changes == ["config/clustering_datasets [clusters]", "config/task_comparison"]
     assert {item for item in planned if item[1] is not None} == {
         ("frozen_clustering_dataset", "clusters"),
-        *(("task_clustering", str(model_dataset_key(name, "clusters"))) for name in ("minilm-l6", "use-m3"))}
+        *((asset, str(model_dataset_key(name, "clusters"))) for name in ("minilm-l6", "use-m3")
+          for asset in ("clustering_embeddings", "task_clustering"))}
     # The summary is stale (a new task dataset) but waits while the new partitions are evaluated.
     assert requested == {("frozen_clustering_dataset", "clusters")}
     rerun = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
@@ -105,5 +106,6 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
     write(folder, {**tiny, **TASKS, **{"clusters": {**CLUSTERS["clusters"], "clustering": {"seeds": [0, 1, 2]}}}})
     planned, requested, changes = plan_and_automation(folder, data, instance)
     assert changes == ["config/clustering_datasets [clusters]"]
-    assert planned and {asset for asset, _ in planned} <= {"frozen_clustering_dataset", "task_clustering"}
-    assert requested and {asset for asset, _ in requested} <= {"frozen_clustering_dataset", "task_clustering"}
+    family = {"frozen_clustering_dataset", "clustering_embeddings", "task_clustering"}
+    assert planned and {asset for asset, _ in planned} <= family
+    assert requested and {asset for asset, _ in requested} <= family

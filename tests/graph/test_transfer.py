@@ -11,8 +11,8 @@ from assets.transfer import REPRODUCTION_CHECK
 from embedpyramid.config import load_config
 from embedpyramid.store import ArtifactStore, read_frame
 from embedpyramid.transfer.level import read_transfer, transfer_dir
+from graphbase.partitions import DATASETS, model_dataset_key
 from pipelines.automation import SUMMARY_ASSETS
-from pipelines.partitions import DATASETS, model_dataset_key
 from pipelines.runner import run_pipeline
 
 CHECK = dg.AssetCheckKey(dg.AssetKey("retrieval_metrics"), REPRODUCTION_CHECK)

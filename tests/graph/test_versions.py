@@ -16,10 +16,10 @@ import duckdb
 from graph_helpers import beir_folder, quick_protocol, toy
 
 from embedpyramid.config import load_config
+from graphbase.freshness import UP_TO_DATE
+from graphbase.partitions import model_dataset_key
 from pipelines.automation import nightly_refresh, nightly_summary, nightly_task_refresh
-from pipelines.freshness import UP_TO_DATE
 from pipelines.graph import build_definitions
-from pipelines.partitions import model_dataset_key
 from pipelines.runner import open_session, project_status, run_pipeline, selection_states
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def test_status_after_a_card_edit_lists_exactly_what_the_next_run_materializes(w
                            datasets={"tiny": {"loader": "beir", "path": str(tmp_path / "tiny-beir")}},
                            protocol=quick_protocol())
     session = open_session(edited, data, instance, log=lambda _: None, verbose=False)
-    from pipelines.freshness import observe_config
+    from graphbase.freshness import observe_config
 
     observe_config(instance, session.config)
     states = selection_states(session, list(session.config.models.values()), ["tiny"])
@@ -183,7 +183,7 @@ def test_a_run_launched_outside_the_cli_waits_for_the_cli_lock(write_configs, tm
     defs = open_session(folder, data, instance, log=lambda _: None, verbose=False).defs  # registers the partitions
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from pipelines.instance import DataFolderLock, open_instance; "
+         "import sys, time; from pathlib import Path; from graphbase.instance import DataFolderLock, open_instance; "
          "root = Path(sys.argv[1]); lock = DataFolderLock(root, open_instance(root)); lock.acquire(); "
          "print('held', flush=True); time.sleep(4); print(time.time(), flush=True); lock.release()", str(data)],
         cwd=REPO, stdout=subprocess.PIPE, text=True)

@@ -9,7 +9,7 @@ and every row of ``results.duckdb``, so results of an older card stay on disk as
 are never mixed with the new card's.
 
 A partition is deleted only when its card (or dataset) leaves the config folder the instance
-is bound to (:mod:`pipelines.instance`); a process reading another folder adds, never deletes.
+is bound to (:mod:`graphbase.instance`); a process reading another folder adds, never deletes.
 """
 
 from __future__ import annotations
@@ -86,8 +86,9 @@ PAIR_FAMILIES = ("sts", "pair_classification", "bitext")
 
 
 def task_family_assets(family: str) -> list[str]:
-    """The assets on one family's partitions: its frozen datasets, its task, its pair sanity."""
-    return [f"frozen_{family}_dataset", task_asset_name(family),
+    """The assets on one family's partitions, upstream first: its frozen datasets, its embeddings,
+    its task, its pair sanity."""
+    return [f"frozen_{family}_dataset", f"{family}_embeddings", task_asset_name(family),
             *([pair_sanity_asset_name(family)] if family in PAIR_FAMILIES else [])]
 
 

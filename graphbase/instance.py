@@ -43,7 +43,7 @@ import dagster as dg
 import psutil
 
 from embedpyramid.config import ConfigError
-from embedpyramid.store import StorePath, is_local
+from embedpyramid.store import DataFolderBusy, RunHistoryError, StorePath, is_local
 
 BINDING_FILE = "embedpyramid.json"
 LOCK_FILE = ".embedpyramid.lock"
@@ -64,16 +64,27 @@ telemetry:
 """
 
 
-class DataFolderBusy(RuntimeError):
-    """Another process holds the data folder's lock; the message names its PID and command."""
-
-
 @dataclass(frozen=True)
 class Binding:
     """The config folder and data folder an instance follows."""
 
     configs: str
     data: str
+
+
+@contextmanager
+def run_history_errors(data_root: StorePath) -> Iterator[None]:
+    """Raise the run history's database errors (a full disk, a read-only folder) as
+    :class:`~embedpyramid.store.RunHistoryError`, naming the instance folder."""
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        yield
+    except OperationalError as error:
+        detail = str(getattr(error, "orig", error)).splitlines()[0]
+        home = os.environ.get("DAGSTER_HOME") or data_root / "dagster_home"
+        raise RunHistoryError(f"the run history in {home} cannot be written ({detail}); free space or fix "
+                              "permissions there and rerun: finished artefacts are kept") from error
 
 
 def instance_home(data_root: StorePath) -> Path:

@@ -34,7 +34,7 @@ Dagster's stale status is direct (a partition turns stale when a direct input ha
 version, not while an input is itself stale); :class:`Freshness` follows it upstream, so
 ``status`` shows every partition ``run`` recomputes, and gives each summary the input partitions
 it must exclude. Dagster exposes that status only through internals (the class behind the UI's
-GraphQL ``staleStatus``), which :mod:`pipelines.dagster_internals` alone imports.
+GraphQL ``staleStatus``), which :mod:`graphbase.dagster_internals` alone imports.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from embedpyramid.data import source_files
 from embedpyramid.hashing import sha256_json
 from embedpyramid.inputs import ExcludedInput, SummaryInputs
 from embedpyramid.store import ArtifactStore, read_json
-from pipelines.dagster_internals import (
+from graphbase.dagster_internals import (
     DATA_VERSION_TAG,
     DagsterStaleness,
     StaleCause,
@@ -64,7 +64,7 @@ from pipelines.dagster_internals import (
     partition_dimensions,
     subset_of,
 )
-from pipelines.partitions import (
+from graphbase.partitions import (
     TASK_FAMILIES,
     ann_asset_name,
     dataset_partitions,
@@ -633,6 +633,29 @@ def report_up_to_date(instance: dg.DagsterInstance, asset_graph: Any) -> int:
     return recorded
 
 
+_LOCATION_GRAPH: list[Callable[[str, str], Any]] = []
+
+
+def provide_location_graph(build: Callable[[str, str], Any]) -> None:
+    """Register how the asset graph of a (config folder, data folder) is built: the code location
+    (:func:`pipelines.graph.location_asset_graph`) does so when it is imported, so this layer
+    never imports the layers above it."""
+    _LOCATION_GRAPH[:] = [build]
+
+
+def location_graph(context: Any, configs_dir: str, data_dir: str) -> Any:
+    """The whole asset graph a step runs in (see :func:`~graphbase.dagster_internals.asset_graph_of`):
+    the repository's, or, in-process, the one the registered builder returns."""
+
+    def build() -> Any:
+        if not _LOCATION_GRAPH:
+            raise RuntimeError("no asset graph is registered for an in-process step: build the definitions with "
+                               "pipelines.graph.build_definitions")
+        return _LOCATION_GRAPH[0](configs_dir, data_dir)
+
+    return asset_graph_of(context, build)
+
+
 def up_to_date_checks(assets: Sequence[dg.AssetKey]) -> dg.AssetChecksDefinition:
     """The ``up_to_date`` check of every materializable asset (also runnable from the UI)."""
 
@@ -641,10 +664,8 @@ def up_to_date_checks(assets: Sequence[dg.AssetKey]) -> dg.AssetChecksDefinition
         "changed), missing or failed, with the first few and their root causes")) for asset in assets],
         name="up_to_date_checks", can_subset=True, required_resource_keys={"project"})
     def checks(context):  # Dagster reads the annotation; a string one (postponed annotations) is refused
-        from pipelines.graph import location_asset_graph
-
         project = context.resources.project
-        graph = asset_graph_of(context, lambda: location_asset_graph(project.configs_dir, project.data_dir))
+        graph = location_graph(context, project.configs_dir, project.data_dir)
         freshness = Freshness(context.instance, graph)
         selected = sorted({key.asset_key for key in context.selected_asset_check_keys})
         for evaluation in up_to_date_evaluations(freshness, selected):
