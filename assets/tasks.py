@@ -91,7 +91,8 @@ def _task_asset(family: str) -> dg.AssetsDefinition:
         part = project.partition(context)
         spec, model = part.config.task_dataset(part.dataset), part.model
         vectors = task_vectors(part.store, model, part.frozen, spec)
-        result = evaluate_task(spec, part.frozen, vectors, dataset=part.dataset, model=model.key)
+        result = evaluate_task(spec, part.frozen, vectors, dataset=part.dataset, model=model.key,
+                               similarity=model.similarity)
         path = write_task_result(result, tasks_dir(part.store, part.dataset, model.key))
         overall = result.summary.filter(pl.col("subset") == "all")
         headline = {f"{row['system']} {row['metric']}" + (f" ({row['split']})" if row["split"] != "all" else ""):

@@ -10,7 +10,14 @@ from typing import ClassVar, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from embedpyramid.config.base import ConfigError, Strict, format_validation, named_section, read_yaml, resolve_path
-from embedpyramid.config.references import MtebResultsImport, ReferenceScore, canonical_metric
+from embedpyramid.config.references import (
+    CORRELATION_METRICS,
+    TASK_METRICS,
+    MtebResultsImport,
+    ReferenceScore,
+    canonical_metric,
+    task_reference_problem,
+)
 from embedpyramid.config.tasks import (
     SETTINGS_BY_TASK,
     BitextSettings,
@@ -54,7 +61,13 @@ class DatasetEntry(Strict):
     @field_validator("confirmatory_metric")
     @classmethod
     def _known_metric(cls, value: str | None) -> str | None:
-        return None if value is None else canonical_metric(value)
+        if value is None:
+            return None
+        metric = canonical_metric(value)
+        if metric in TASK_METRICS:
+            raise ValueError(f"unknown measure {value!r} for confirmatory_metric: task statistics ({', '.join(TASK_METRICS)}) "
+                             "do not rank models in the transfer analysis; use a retrieval measure, Spearman or Pearson")
+        return metric
 
     @field_validator("reference")
     @classmethod
@@ -77,7 +90,44 @@ class DatasetEntry(Strict):
                 )
         if self.drop_self_hits and self.task != "retrieval":
             raise ValueError(f"drop_self_hits applies to retrieval only, not to task {self.task!r}")
+        self._check_references()
         return self
+
+    def _check_references(self) -> None:
+        """Refuse every published score this entry could not check (never ignore one): a measure,
+        protocol or split its task family does not report. A ``published`` entry's scores are not
+        checked (there is no data) and stand in for their benchmark as they are."""
+        if isinstance(self, PublishedDataset):
+            return
+        protocol = self.task_settings.protocol if self.task_settings is not None else None
+        for index, reference in enumerate(self.reference):
+            where = f"reference[{index}] ({reference.model}, {reference.metric})"
+            if self.task == "retrieval":
+                if reference.metric in (*CORRELATION_METRICS, *TASK_METRICS):
+                    raise ValueError(f"{where}: {reference.metric} is not a retrieval measure; a retrieval dataset "
+                                     "checks retrieval measures (nDCG@10, Recall@k, MRR@k, …)")
+                if reference.subset is not None:
+                    raise ValueError(f"{where}: subset applies to bitext scores, not to retrieval")
+                split = getattr(self, "split", None)
+                if reference.split is not None and split is not None and reference.split != split:
+                    raise ValueError(f"{where}: published on split {reference.split!r} but the dataset reads split "
+                                     f"{split!r}; point the dataset at that split")
+                continue
+            assert protocol is not None
+            problem = task_reference_problem(self.task, protocol, reference.metric, reference.protocol, reference.split)
+            if problem is None and reference.subset is not None and self.task != "bitext":
+                problem = f"subset applies to bitext scores (a language pair), not to {self.task}"
+            if problem is not None:
+                raise ValueError(f"{where}: {problem}")
+        if self.mteb_results is not None and self.task != "retrieval":
+            assert protocol is not None
+            for metric in self.mteb_results.metrics or []:
+                problem = task_reference_problem(self.task, protocol, metric, "mteb", None)
+                if problem is not None:
+                    raise ValueError(f"mteb_results.metrics {metric}: {problem}")
+            if protocol != "mteb":
+                raise ValueError(f"mteb_results: MTEB scores follow MTEB's protocol but the dataset is evaluated under "
+                                 f"{protocol!r}; set {self.task}.protocol: mteb on the dataset")
 
     @property
     def task_settings(self) -> TaskSettings | None:

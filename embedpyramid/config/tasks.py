@@ -28,16 +28,24 @@ def task_family_module(task: str) -> str:
     return f"embedpyramid.tasks.{task}"
 
 BitextScoring = Literal["nearest", "margin", "csls"]
+Protocol = Literal["project", "mteb"]
+MTEB_VERSION = "2.26"
+"""The mteb release whose evaluators the ``mteb`` protocols follow (checked against mteb 2.26.24's
+``AbsTask*`` classes and ``_evaluators`` in the tests)."""
 
 
 class TaskSettings(Strict):
-    """What every task family shares: the card prompt its texts are encoded with.
+    """What every task family shares: the card prompt its texts are encoded with and the protocol.
 
     ``text_kind: query`` encodes every text with the card's query prompt (the usual choice for
     symmetric tasks, e.g. e5's ``query:``), ``document`` with its document prompt.
+    ``protocol: project`` (the default) is the project's own protocol; ``protocol: mteb`` follows
+    MTEB's evaluator of the family exactly (:data:`MTEB_VERSION`), so that a published MTEB score
+    can be reproduced — see each family's module for what differs.
     """
 
     text_kind: Literal["query", "document"] = "query"
+    protocol: Protocol = "project"
 
 
 class StsSettings(TaskSettings):
@@ -55,14 +63,35 @@ class PairClassificationSettings(TaskSettings):
     dev_share: float = Field(0.5, gt=0, lt=1)
 
 
+class MtebClassification(Strict):
+    """MTEB's classification protocol (``AbsTaskClassification``): ``n_experiments`` times, a
+    training set of at most ``samples_per_label`` items per label drawn by shuffling the training
+    indices with ``numpy.random.RandomState(seed)`` (re-created each experiment, shuffling the
+    previous order again), ``LogisticRegression(max_iter=max_iter, random_state=seed)`` fitted on
+    the vectors as the card produced them, accuracy on the test split averaged over experiments.
+    Without a ``split`` column (train/test) on the texts, MTEB's cross-validation variant:
+    ``KFold(n_splits, shuffle=True, random_state=seed)``, one undersampled experiment per fold.
+    The defaults are MTEB's; many MTEB tasks set ``samples_per_label`` (16, 32) — use the task's."""
+
+    samples_per_label: int = Field(8, ge=1)
+    n_experiments: int = Field(10, ge=1)
+    seed: int = 42
+    max_iter: int = Field(100, ge=1)
+    n_splits: int = Field(5, ge=2)
+    train_split: str = "train"
+    eval_split: str = "test"
+
+
 class ClassificationSettings(TaskSettings):
     """Classification on frozen embeddings, by repeated stratified k-fold cross-validation.
 
     For each seed the items are split into ``folds`` stratified folds (shuffled with the seed);
     every item is predicted once per seed by a kNN classifier (``k`` neighbours, cosine) and by a
     logistic-regression probe whose C is chosen from ``c_grid`` by ``inner_folds``-fold
-    cross-validation on the training folds only. Classes with fewer than ``folds`` items cannot
-    be stratified and are dropped (and listed). ``threads`` caps the BLAS threads of the fits:
+    cross-validation on the training folds only; when the chosen C sits on an edge of the grid
+    the grid is widened by a decade on that side, at most ``c_widenings`` times, and a C still on
+    the edge is reported. Classes with fewer than ``folds`` items cannot
+    be stratified and are dropped (and listed). ``mteb`` holds MTEB's protocol (``protocol: mteb``). ``threads`` caps the BLAS threads of the fits:
     1 keeps them reproducible bit for bit and, on a shared machine, avoids the oversubscription
     that made them ~30x slower in measurements here.
     """
@@ -74,6 +103,8 @@ class ClassificationSettings(TaskSettings):
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     max_iter: int = Field(1000, ge=1)
     threads: int = Field(1, ge=1)
+    c_widenings: int = Field(2, ge=0)
+    mteb: MtebClassification = Field(default_factory=MtebClassification)
 
     @field_validator("c_grid")
     @classmethod
@@ -97,14 +128,39 @@ class ClassificationSettings(TaskSettings):
         return self
 
 
+class MtebClustering(Strict):
+    """MTEB v2's clustering protocol (``AbsTaskClustering``): ``random.Random(seed)`` first keeps
+    ``max_documents_to_embed`` items (or ``max_fraction_to_embed`` of them; neither: all — what
+    most MTEB v2 tasks set, the abstract class's default being a fraction of 0.04), then draws
+    ``n_draws`` samples of ``sample_size`` items *with replacement*; each is clustered by
+    ``MiniBatchKMeans(n_clusters=<labels>, batch_size=batch_size, init="k-means++", n_init=1,
+    random_state=seed)`` on the vectors as the card produced them, and V-measure (main) and AMI
+    are averaged over the draws."""
+
+    seed: int = 42
+    n_draws: int = Field(10, ge=1)
+    sample_size: int = Field(16_384, ge=1)
+    batch_size: int = Field(512, ge=1)
+    max_documents_to_embed: int | None = Field(None, ge=1)
+    max_fraction_to_embed: float | None = Field(None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> MtebClustering:
+        if self.max_documents_to_embed is not None and self.max_fraction_to_embed is not None:
+            raise ValueError("set max_documents_to_embed or max_fraction_to_embed, not both (MTEB refuses both)")
+        return self
+
+
 class ClusteringSettings(TaskSettings):
     """k-means on unit vectors with k = the number of gold classes, once per seed (``n_init``
     initializations each); V-measure, ARI and AMI as mean ± sd over the seeds. ``threads`` caps
-    k-means' OpenMP threads (1: reproducible on any machine)."""
+    k-means' OpenMP threads (1: reproducible on any machine). ``mteb`` holds MTEB's protocol
+    (``protocol: mteb``)."""
 
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4])
     n_init: int = Field(1, ge=1)
     threads: int = Field(1, ge=1)
+    mteb: MtebClustering = Field(default_factory=MtebClustering)
 
     @field_validator("seeds")
     @classmethod

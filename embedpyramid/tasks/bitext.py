@@ -16,9 +16,10 @@ mean cosine of ``y`` to its ``k`` nearest sources (``k`` clipped to the number o
 Both penalize *hubs*, targets that are near everything and steal other sources' matches.
 
 Per scoring and language pair: accuracy (share of sources matched to their translation) and
-macro-averaged F1, precision and recall with the targets as classes, as MTEB's bitext mining
-reports them (Muennighoff et al. 2023; scikit-learn, ``zero_division=0``) — a hub predicted for
-many sources is a class with low precision. Hubness of each scoring: the k-occurrence
+macro-averaged F1, precision and recall with the distinct target texts as classes
+(scikit-learn, ``zero_division=0``) — a hub predicted for many sources is a class with low
+precision. This is *not* the F1 MTEB publishes, which is weighted and keeps duplicate target
+rows apart: ``protocol: mteb`` (:func:`evaluate_mteb_bitext`) reproduces it. Hubness of each scoring: the k-occurrence
 ``N_k(y)``, the number of sources whose top ``hubness_k`` targets include ``y``; its skewness
 (Radovanović, Nanopoulos & Ivanović 2010, JMLR; ``scipy.stats.skew``), the share of targets
 that are in no source's top ``hubness_k`` (anti-hubs) and the largest ``N_k``.
@@ -35,10 +36,11 @@ import polars as pl
 from scipy import stats
 from sklearn import metrics as skm
 
-from embedpyramid.config.tasks import BitextSettings
+from embedpyramid.config.tasks import MTEB_VERSION, BitextSettings
 from embedpyramid.tasks.classification import compare_labels
 from embedpyramid.tasks.common import (
     ALL,
+    SCORE_RULE,
     TaskError,
     TaskResult,
     comparison_frame,
@@ -47,7 +49,7 @@ from embedpyramid.tasks.common import (
     per_item_frame,
     summary_frame,
 )
-from embedpyramid.vectors import TextVectors
+from embedpyramid.vectors import TextVectors, similarity_matrix
 
 SPLIT = "test"
 
@@ -89,12 +91,16 @@ def hubness(scores: np.ndarray, k: int) -> dict[str, float]:
 
 
 def evaluate_bitext(pairs: pl.DataFrame, vectors: TextVectors, settings: BitextSettings, *, dataset: str,
-                    model: str) -> TaskResult:
-    """Mine every source's translation with each scoring, per language pair.
+                    model: str, similarity: str = "cosine") -> TaskResult:
+    """Mine every source's translation with each scoring, per language pair (the project protocol;
+    ``settings.protocol == "mteb"`` runs :func:`evaluate_mteb_bitext`). The scorings start from
+    the card's similarity in place of the cosine (margin and CSLS assume a cosine-like scale).
 
     ``pairs`` holds ``pair_id, text_id_1`` (source), ``text_id_2`` (its translation) and
     ``language_pair``.
     """
+    if settings.protocol == "mteb":
+        return evaluate_mteb_bitext(pairs, vectors, settings, dataset=dataset, model=model, similarity=similarity)
     if "language_pair" not in pairs.columns:
         raise TaskError(f"{dataset}: bitext pairs need a language_pair column")
     summary_rows, per_item, frames = [], [], []
@@ -107,7 +113,7 @@ def evaluate_bitext(pairs: pl.DataFrame, vectors: TextVectors, settings: BitextS
         targets = sorted(set(group["text_id_2"]))
         target_index = {target: index for index, target in enumerate(targets)}
         gold = np.array([target_index[target] for target in group["text_id_2"]])
-        cosine = vectors.unit_rows(sources).astype(np.float64) @ vectors.unit_rows(targets).astype(np.float64).T
+        cosine = similarity_matrix(vectors, sources, targets, similarity)
         for scoring in settings.scorings:
             scores = mining_scores(cosine, scoring, settings.k)
             predicted = np.argmax(scores, axis=1)
@@ -139,13 +145,78 @@ def evaluate_bitext(pairs: pl.DataFrame, vectors: TextVectors, settings: BitextS
     result_settings = {
         "task": "bitext", **settings.model_dump(), "direction": "source (text_id_1) -> target (text_id_2)",
         "candidates": "every target sentence of the language pair", "ties": "the target with the smaller id",
-        "cosine": "of L2-normalized vectors", "f1": "macro over targets as classes (MTEB), zero_division=0",
+        "similarity": similarity, "score": SCORE_RULE[similarity],
+        "f1": "macro over distinct target texts as classes, zero_division=0 (MTEB's is weighted over target rows: "
+              "protocol mteb)",
         "hubness": "k-occurrence over each scoring's top hubness_k targets per source",
         "per_item_metric": "accuracy: the source's best target is its translation",
         "language_pairs": sorted(pairs["language_pair"].unique().to_list()),
     }
     return TaskResult("bitext", pl.concat(per_item), predictions, summary_frame(summary_rows), empty_per_seed(),
                       result_settings)
+
+
+def evaluate_mteb_bitext(pairs: pl.DataFrame, vectors: TextVectors, settings: BitextSettings, *, dataset: str,
+                         model: str, similarity: str = "cosine") -> TaskResult:
+    """MTEB's bitext-mining protocol (``AbsTaskBitextMining`` / ``BitextMiningEvaluator``, mteb
+    2.26), per language pair: every row is its own target — a target text that appears in several
+    pairs stays several rows, as in MTEB's datasets — and each source's match is the row of
+    highest similarity under the card's similarity (MTEB's ``model.similarity``: cosine or inner
+    product of the vectors as produced; ``l2``: negative distance), ties to the first row.
+    Accuracy and the *weighted* F1, precision and recall (``average="weighted"``,
+    ``zero_division=0``) with the rows as classes; F1 is MTEB's main score. Rows are in pair-id
+    order, the row order of the dataset.
+    """
+    if "language_pair" not in pairs.columns:
+        raise TaskError(f"{dataset}: bitext pairs need a language_pair column")
+    summary_rows, per_item, frames = [], [], []
+    for (language_pair,), group in pairs.sort("pair_id").group_by("language_pair", maintain_order=True):
+        sources, targets = group["text_id_1"].to_list(), group["text_id_2"].to_list()
+        scores = mteb_similarity(vectors.rows(sources), vectors.rows(targets), similarity)
+        predicted = np.argmax(scores, axis=1)
+        gold = np.arange(len(sources))
+        pair_ids = group["pair_id"].to_list()
+        correct = predicted == gold
+        per_item.append(per_item_frame(dataset, model, "nearest", pair_ids, "accuracy", correct))
+        frames.append(pl.DataFrame({"subset": language_pair, "item_id": pair_ids, "gold": pair_ids,
+                                    "predicted": [pair_ids[index] for index in predicted],
+                                    "score": scores[gold, predicted].astype(np.float64)}))
+        values = {
+            "accuracy": float(skm.accuracy_score(gold, predicted)),
+            "f1": float(skm.f1_score(gold, predicted, average="weighted", zero_division=0)),
+            "precision": float(skm.precision_score(gold, predicted, average="weighted", zero_division=0)),
+            "recall": float(skm.recall_score(gold, predicted, average="weighted", zero_division=0)),
+        }
+        summary_rows += [{"dataset": dataset, "model": model, "system": "nearest", "subset": language_pair,
+                          "split": SPLIT, "metric": metric, "value": value, "n_items": len(sources)}
+                         for metric, value in values.items()]
+    predictions = pl.concat(frames).select(
+        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit("nearest").alias("system"), "subset",
+        "item_id", "gold", "predicted", "score")
+    result_settings = {
+        "task": "bitext", **settings.model_dump(), "similarity": similarity, "mteb_version": MTEB_VERSION,
+        "candidates": "every target row of the language pair, duplicates kept (MTEB)", "ties": "the first row",
+        "f1": "weighted over target rows as classes (MTEB), zero_division=0",
+        "main_score": {"system": "nearest", "metric": "f1", "mteb_key": "f1"},
+        "language_pairs": sorted(pairs["language_pair"].unique().to_list()),
+    }
+    return TaskResult("bitext", pl.concat(per_item), predictions, summary_frame(summary_rows), empty_per_seed(),
+                      result_settings)
+
+
+def mteb_similarity(sources: np.ndarray, targets: np.ndarray, similarity: str) -> np.ndarray:
+    """MTEB's ``model.similarity`` in float32: cosine (``cos_sim``: rows normalized, then the
+    product), inner product (``dot_score``), or the negative Euclidean distance."""
+    a, b = np.asarray(sources, np.float32), np.asarray(targets, np.float32)
+    if similarity == "cosine":
+        a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+        b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+        return a @ b.T
+    if similarity == "inner_product":
+        return a @ b.T
+    if similarity == "l2":
+        return -np.sqrt(np.clip((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * (a @ b.T), 0, None))
+    raise TaskError(f"unknown similarity {similarity!r}; allowed: {', '.join(SCORE_RULE)}")
 
 
 def compare_bitext(predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int = 10_000,

@@ -13,8 +13,10 @@ not), once per seed. Each clustering is scored against the gold classes with
 
 all from scikit-learn (``v_measure_score``, ``adjusted_rand_score``,
 ``adjusted_mutual_info_score``; natural logarithms), reported as mean ± sd over the seeds. A
-perfect clustering scores 1 on all three whatever the cluster numbering. This is MTEB's
-clustering protocol (Muennighoff et al. 2023) with the seeds made explicit.
+perfect clustering scores 1 on all three whatever the cluster numbering. This is MTEB v1's
+clustering protocol (Muennighoff et al. 2023) with the seeds made explicit, *not* MTEB v2's:
+``protocol: mteb`` (:func:`evaluate_mteb_clustering`) reproduces v2, which bootstraps the
+V-measure of ``MiniBatchKMeans`` over samples of 16,384 draws.
 
 None of the three is a mean of per-item values, so two models are compared with the paired
 bootstrap over items of the seed-mean scores; :func:`clustering_scores_rows` recomputes the
@@ -24,14 +26,16 @@ it in the tests) so that 10,000 resamples take seconds.
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import polars as pl
 from scipy.special import gammaln
 from sklearn import metrics as skm
-from sklearn.cluster import KMeans
+from sklearn.cluster import KMeans, MiniBatchKMeans
 from threadpoolctl import threadpool_limits
 
-from embedpyramid.config.tasks import ClusteringSettings
+from embedpyramid.config.tasks import MTEB_VERSION, ClusteringSettings
 from embedpyramid.stats.statistic import paired_statistic_bootstrap
 from embedpyramid.tasks.common import (
     ALL,
@@ -46,6 +50,8 @@ from embedpyramid.tasks.common import (
 from embedpyramid.vectors import TextVectors
 
 SYSTEM = "kmeans"
+MTEB_SYSTEM = "minibatch_kmeans"
+MTEB_METRICS = ("v_measure", "ami")
 SPLIT = "all"
 """``split`` of every clustering row: the clustering sees (and is scored on) every item."""
 METRICS = ("v_measure", "ari", "ami")
@@ -157,15 +163,21 @@ def seed_mean_scores(gold: np.ndarray, predicted: np.ndarray) -> np.ndarray:
 
 
 def evaluate_clustering(texts: pl.DataFrame, vectors: TextVectors, settings: ClusteringSettings, *,
-                        dataset: str, model: str) -> TaskResult:
-    """k-means with k = the number of gold classes, once per seed; ``texts`` holds ``text_id, label``."""
+                        dataset: str, model: str, similarity: str = "cosine") -> TaskResult:
+    """k-means with k = the number of gold classes, once per seed; ``texts`` holds ``text_id, label``
+    (the project protocol; ``settings.protocol == "mteb"`` runs :func:`evaluate_mteb_clustering`).
+    k-means is Euclidean: unit vectors under a cosine card, the vectors as produced under an
+    ``inner_product`` or ``l2`` card (recorded)."""
+    if settings.protocol == "mteb":
+        return evaluate_mteb_clustering(texts, vectors, settings, dataset=dataset, model=model,
+                                        similarity=similarity)
     ordered = texts.sort("text_id")
     labels = sorted(ordered["label"].unique().to_list())
     if len(labels) < 2 or len(labels) > ordered.height:
         raise TaskError(f"{dataset}: clustering needs at least two gold classes and no more classes than items; "
                         f"got {len(labels)} classes over {ordered.height} items")
     item_ids = ordered["text_id"].to_list()
-    features = vectors.unit_rows(item_ids)
+    features = vectors.unit_rows(item_ids) if similarity == "cosine" else vectors.rows(item_ids)
     gold = ordered["label"].to_list()
     seed_rows, frames = [], []
     for seed in settings.seeds:
@@ -184,11 +196,96 @@ def evaluate_clustering(texts: pl.DataFrame, vectors: TextVectors, settings: Clu
         pl.lit(ALL).alias("subset"), "item_id", pl.col("seed").cast(pl.Int64), "gold", "cluster")
     result_settings = {
         "task": "clustering", **settings.model_dump(), "k": len(labels), "k_rule": "the number of gold classes",
-        "features": "L2-normalized vectors", "algorithm": "sklearn KMeans (lloyd, k-means++ init)",
+        "similarity": similarity,
+        "features": "L2-normalized vectors" if similarity == "cosine" else "the vectors as produced (k-means is Euclidean)",
+        "algorithm": "sklearn KMeans (lloyd, k-means++ init)",
         "metrics": "sklearn v_measure_score, adjusted_rand_score, adjusted_mutual_info_score (arithmetic)",
     }
     return TaskResult("clustering", empty_per_item(), predictions, summarize_seeds(per_seed, len(item_ids), SPLIT),
                       per_seed, result_settings)
+
+
+def evaluate_mteb_clustering(texts: pl.DataFrame, vectors: TextVectors, settings: ClusteringSettings, *,
+                             dataset: str, model: str, similarity: str = "cosine") -> TaskResult:
+    """MTEB v2's clustering protocol (``AbsTaskClustering``, mteb 2.26) on the vectors as the card
+    produced them, items in text-id order: one ``random.Random(seed)`` first keeps the items to
+    embed (``max_documents_to_embed`` / ``max_fraction_to_embed``, ``rng.sample``), then draws each
+    of ``n_draws`` bootstrap samples of ``sample_size`` items with replacement (``rng.choices``);
+    each sample is clustered by one ``MiniBatchKMeans(n_clusters = the number of gold labels,
+    batch_size, init="k-means++", n_init=1, random_state=seed)`` refitted per draw and scored by
+    V-measure (MTEB's main score) and AMI, averaged over the draws (sd over draws with ddof = 1
+    here; MTEB's ``v_measure_std`` uses ddof = 0). Single-level labels (MTEB's level 0)."""
+    mteb = settings.mteb
+    ordered = texts.sort("text_id")
+    item_ids = ordered["text_id"].to_list()
+    labels = np.array(ordered["label"].to_list())
+    features = vectors.rows(item_ids)
+    rng = random.Random(mteb.seed)
+    limit = (mteb.max_documents_to_embed if mteb.max_documents_to_embed is not None else
+             int(mteb.max_fraction_to_embed * len(item_ids)) if mteb.max_fraction_to_embed is not None else None)
+    kept = list(range(len(item_ids))) if limit is None else rng.sample(range(len(item_ids)), k=min(len(item_ids), limit))
+    features, labels, kept_ids = features[kept], labels[kept], [item_ids[i] for i in kept]
+    n_clusters = int(np.unique(labels).size)
+    if n_clusters < 2:
+        raise TaskError(f"{dataset}: clustering needs at least two gold classes; got {n_clusters}")
+    estimator = MiniBatchKMeans(n_clusters=n_clusters, batch_size=mteb.batch_size, init="k-means++", n_init=1,
+                                random_state=mteb.seed)
+    seed_rows, frames = [], []
+    with threadpool_limits(limits=settings.threads):
+        for draw in range(mteb.n_draws):
+            drawn = rng.choices(range(len(kept_ids)), k=mteb.sample_size)
+            assignment = estimator.fit_predict(features[drawn])
+            gold = labels[drawn]
+            scores = {"v_measure": float(skm.v_measure_score(gold, assignment)),
+                      "ami": float(skm.adjusted_mutual_info_score(gold, assignment))}
+            seed_rows += [{"seed": draw, "metric": metric, "value": scores[metric]} for metric in MTEB_METRICS]
+            frames.append(pl.DataFrame({"draw": [draw] * len(drawn), "position": np.arange(len(drawn)),
+                                        "item_id": [kept_ids[i] for i in drawn], "gold": gold.tolist(),
+                                        "cluster": assignment.astype(np.int64)}))
+    per_seed = pl.DataFrame(seed_rows).select(
+        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(MTEB_SYSTEM).alias("system"),
+        pl.lit(ALL).alias("subset"), pl.col("seed").cast(pl.Int64), "metric", "value").cast(PER_SEED_SCHEMA)
+    predictions = pl.concat(frames).select(
+        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(MTEB_SYSTEM).alias("system"),
+        pl.lit(ALL).alias("subset"), pl.col("draw").cast(pl.Int64), pl.col("position").cast(pl.Int64), "item_id",
+        "gold", "cluster")
+    result_settings = {
+        "task": "clustering", **settings.model_dump(), "similarity": similarity, "mteb_version": MTEB_VERSION,
+        "k": n_clusters, "k_rule": "the number of gold labels", "features": "the vectors as produced (MTEB)",
+        "embedded_items": len(kept_ids), "seed_column": "the bootstrap draw",
+        "algorithm": "sklearn MiniBatchKMeans per bootstrap draw (MTEB v2)",
+        "main_score": {"system": MTEB_SYSTEM, "metric": "v_measure", "mteb_key": "v_measure"},
+    }
+    return TaskResult("clustering", empty_per_item(), predictions,
+                      summarize_seeds(per_seed, len(kept_ids), SPLIT), per_seed, result_settings)
+
+
+def draw_means(v_measure: np.ndarray, ami: np.ndarray) -> np.ndarray:
+    """(rows, 2) means over the resampled draws of the per-draw V-measure and AMI."""
+    return np.stack([v_measure.mean(axis=-1), ami.mean(axis=-1)], axis=-1)
+
+
+def compare_mteb_clustering(predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int,
+                            confidence: float, seed: int) -> pl.DataFrame:
+    """Paired bootstrap over MTEB's draws (the same items for both models: the draws depend only on
+    the seed and the item count) of the mean V-measure and AMI differences (b − a)."""
+    def per_draw(predictions: pl.DataFrame) -> pl.DataFrame:
+        rows = [{"draw": draw, "items": group["item_id"].to_list(),
+                 "v_measure": float(skm.v_measure_score(group["gold"].to_list(), group["cluster"].to_list())),
+                 "ami": float(skm.adjusted_mutual_info_score(group["gold"].to_list(), group["cluster"].to_list()))}
+                for (draw,), group in predictions.sort("draw", "position").group_by("draw", maintain_order=True)]
+        return pl.DataFrame(rows)
+
+    a, b = per_draw(predictions_a), per_draw(predictions_b)
+    if a.height != b.height or a["items"].to_list() != b["items"].to_list():
+        raise TaskError("compare_clustering: the two models' MTEB draws hold different items; evaluate both with the "
+                        "same mteb settings on the same frozen dataset")
+    comparison = paired_statistic_bootstrap(
+        draw_means, (a["v_measure"].to_numpy(), a["ami"].to_numpy()), (b["v_measure"].to_numpy(), b["ami"].to_numpy()),
+        vectorized=True, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    return comparison_frame(comparison, MTEB_METRICS, dataset=predictions_a["dataset"][0], system=MTEB_SYSTEM,
+                            subset=ALL, split=SPLIT, model_a=predictions_a["model"][0],
+                            model_b=predictions_b["model"][0])
 
 
 def compare_clustering(predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int = 10_000,
@@ -196,7 +293,13 @@ def compare_clustering(predictions_a: pl.DataFrame, predictions_b: pl.DataFrame,
     """Paired bootstrap over items of the seed-mean V-measure, ARI and AMI differences (b − a).
 
     The clusterings are those of each model's seeds, held fixed; a resample re-scores them on the
-    drawn items."""
+    drawn items. MTEB-protocol predictions (with a ``draw`` column) are compared over the draws
+    (:func:`compare_mteb_clustering`)."""
+    if "draw" in predictions_a.columns or "draw" in predictions_b.columns:
+        if not ("draw" in predictions_a.columns and "draw" in predictions_b.columns):
+            raise TaskError("compare_clustering: one model was evaluated under protocol mteb and the other not")
+        return compare_mteb_clustering(predictions_a, predictions_b, n_resamples=n_resamples, confidence=confidence,
+                                       seed=seed)
     key = ["dataset", "system", "subset", "item_id", "seed"]
     joined = paired_predictions(predictions_a.select(*key, "gold", "model", "cluster"),
                                 predictions_b.select(*key, "model", "cluster"), key, "compare_clustering").sort(

@@ -16,8 +16,10 @@ Every family returns a :class:`TaskResult` for one (model, dataset):
 * ``per_seed`` — ``dataset, model, system, subset, seed, metric, value``.
 * ``settings`` — everything the numbers depend on, seeds included.
 
-Vectors are compared by cosine: each family L2-normalizes them first (zero vectors stay zero),
-through :class:`embedpyramid.vectors.TextVectors`.
+Vectors are compared by the card's similarity (``cosine`` of L2-normalized vectors, zero vectors
+staying zero; ``inner_product`` or ``l2`` of the vectors as produced), through
+:class:`embedpyramid.vectors.TextVectors`; the similarity is recorded in every result's settings.
+Under ``protocol: mteb`` each family follows MTEB's evaluator instead (its module says how).
 """
 
 from __future__ import annotations
@@ -54,6 +56,43 @@ STATISTIC_COMPARISON_SCHEMA: dict[str, pl.DataType] = {
     "share_above_zero": pl.Float64(), "p_value": pl.Float64(), "n_valid": pl.Int64(), "confidence": pl.Float64(),
     "n_resamples": pl.Int64(), "seed": pl.Int64(), "resampling": pl.String(),
 }
+
+
+SCORE_RULE: dict[str, str] = {
+    "cosine": "cosine of L2-normalized vectors",
+    "inner_product": "inner product of the vectors as produced",
+    "l2": "negative Euclidean distance of the vectors as produced",
+}
+"""How a pair is scored under each card similarity (recorded in the settings)."""
+
+
+def system_name(similarity: str) -> str:
+    """The ``system`` of a family's rows scored by ``similarity`` (``cosine`` keeps its old name)."""
+    if similarity not in SCORE_RULE:
+        raise TaskError(f"unknown similarity {similarity!r}; allowed: {', '.join(SCORE_RULE)}")
+    return similarity
+
+
+def compared_system(joined: pl.DataFrame) -> str:
+    """The ``system`` of a comparison of two models' joined predictions: theirs when they agree,
+    ``a|b`` when the two cards score with different similarities."""
+    a, b = joined["system"][0], joined["system_b"][0]
+    return a if a == b else f"{a}|{b}"
+
+
+def mteb_pair_similarity(first: np.ndarray, second: np.ndarray, similarity: str) -> np.ndarray:
+    """MTEB's ``similarity_pairwise`` of the card's similarity on raw vectors: cosine (float32, as
+    sentence-transformers' ``pairwise_cos_sim``), inner product, or for ``l2`` the negative
+    Euclidean distance (MTEB's encoders have no pairwise l2: its euclidean score)."""
+    a, b = np.asarray(first, np.float32), np.asarray(second, np.float32)
+    if similarity == "cosine":
+        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+        return np.einsum("ij,ij->i", a, b) / np.maximum(norms, 1e-12)
+    if similarity == "inner_product":
+        return np.einsum("ij,ij->i", a, b)
+    if similarity == "l2":
+        return -np.linalg.norm(a - b, axis=1)
+    raise TaskError(f"unknown similarity {similarity!r}; allowed: {', '.join(SCORE_RULE)}")
 
 
 class TaskError(ValueError):

@@ -26,6 +26,7 @@ from embedpyramid.config import (
     DatasetEntry,
     PairClassificationSettings,
     ResolvedModel,
+    StsSettings,
 )
 from embedpyramid.config.tasks import task_family_module
 from embedpyramid.data import FrozenDataset, task_encoding_inputs
@@ -71,21 +72,21 @@ def task_vectors(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDatas
 
 
 def evaluate_task(spec: DatasetEntry, frozen: FrozenDataset, vectors: TextVectors, *, dataset: str,
-                  model: str) -> TaskResult:
-    """Evaluate a frozen task dataset's declared task on one model's vectors of its texts."""
+                  model: str, similarity: str = "cosine") -> TaskResult:
+    """Evaluate a frozen task dataset's declared task on one model's vectors of its texts, under
+    the protocol of its settings (``project`` or ``mteb``) and the card's ``similarity``."""
     settings = spec.task_settings
     if spec.task not in TASK_FAMILIES:
         raise TaskError(f"dataset {dataset!r}: task {spec.task!r} is not evaluated here (retrieval has its own level)")
     evaluate = _family_function(spec.task, "evaluate")
     if spec.task in ("classification", "clustering"):
-        texts = read_frame(frozen.path("texts"), columns=["text_id", "label"])
+        texts = read_frame(frozen.path("texts"))
+        texts = texts.select("text_id", "label", *(["split"] if "split" in texts.columns else []))
         assert isinstance(settings, ClassificationSettings | ClusteringSettings)
-        return evaluate(texts, vectors, settings, dataset=dataset, model=model)
+        return evaluate(texts, vectors, settings, dataset=dataset, model=model, similarity=similarity)
     pairs = read_frame(frozen.path("pairs"))
-    if spec.task == "sts":
-        return evaluate(pairs, vectors, dataset=dataset, model=model)
-    assert isinstance(settings, PairClassificationSettings | BitextSettings)
-    return evaluate(pairs, vectors, settings, dataset=dataset, model=model)
+    assert isinstance(settings, StsSettings | PairClassificationSettings | BitextSettings)
+    return evaluate(pairs, vectors, settings, dataset=dataset, model=model, similarity=similarity)
 
 
 def compare_task(task: str, predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int = 10_000,

@@ -1,6 +1,7 @@
 """Pair classification: does the model find duplicates?
 
-A pair is predicted positive when the cosine of its two texts is at least a threshold.
+A pair is scored by the card's similarity of its two texts (cosine by default; inner product or
+negative Euclidean distance) and predicted positive when the score is at least a threshold.
 
 * **Average precision** (threshold-free) of the cosines against the gold labels:
   ``AP = sum_t (R_t - R_{t-1}) P_t`` over the distinct scores ``t`` in decreasing order, with
@@ -29,22 +30,32 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from sklearn import metrics as skm
+from sklearn.metrics import pairwise
 
-from embedpyramid.config.tasks import PairClassificationSettings
+from embedpyramid.config.tasks import MTEB_VERSION, PairClassificationSettings
 from embedpyramid.stats.statistic import paired_statistic_bootstrap
 from embedpyramid.tasks.common import (
     ALL,
+    SCORE_RULE,
     TaskError,
     TaskResult,
+    compared_system,
     comparison_frame,
     empty_per_seed,
+    mteb_pair_similarity,
     paired_predictions,
     per_item_frame,
     summary_frame,
+    system_name,
 )
-from embedpyramid.vectors import TextVectors, pair_cosines
+from embedpyramid.vectors import TextVectors, pair_similarities
 
-SYSTEM = "cosine"
+MIN_DEV_PAIRS = 100
+MIN_DEV_POSITIVES = 10
+"""Below either, a dev split is too small to choose a threshold reliably: flagged in the result."""
+MTEB_SCORINGS = ("similarity", "cosine", "manhattan", "euclidean", "dot")
+"""MTEB's pair scorings (``AbsTaskPairClassification._compute_metrics``), in its order."""
+MTEB_METRICS = ("accuracy", "f1", "precision", "recall", "ap")
 COMPARED = ("ap", "f1", "precision", "recall")
 """Statistics compared by the paired statistic bootstrap (accuracy is a per-item mean)."""
 
@@ -135,21 +146,38 @@ def compared_statistics(gold: np.ndarray, score: np.ndarray, predicted: np.ndarr
                           axis=-1)
 
 
+def dev_warning(gold: np.ndarray) -> str | None:
+    """Why a dev split is too small to choose a threshold (fewer than :data:`MIN_DEV_PAIRS` pairs or
+    :data:`MIN_DEV_POSITIVES` positives), or None."""
+    positives = int(np.asarray(gold).astype(bool).sum())
+    if len(gold) >= MIN_DEV_PAIRS and positives >= MIN_DEV_POSITIVES:
+        return None
+    return (f"the dev split has {len(gold)} pairs ({positives} positive): below {MIN_DEV_PAIRS} pairs or "
+            f"{MIN_DEV_POSITIVES} positives the chosen threshold is unreliable; the test F1, accuracy, "
+            "precision and recall at it are too")
+
+
 def evaluate_pair_classification(pairs: pl.DataFrame, vectors: TextVectors, settings: PairClassificationSettings,
-                                 *, dataset: str, model: str) -> TaskResult:
-    """Choose the threshold on the dev pairs, apply it unchanged to the test pairs.
+                                 *, dataset: str, model: str, similarity: str = "cosine") -> TaskResult:
+    """Choose the threshold on the dev pairs, apply it unchanged to the test pairs (the project
+    protocol; ``settings.protocol == "mteb"`` runs :func:`evaluate_mteb_pair_classification`).
 
     ``pairs`` holds ``pair_id, text_id_1, text_id_2, gold (1/0), split (dev/test)``.
     """
+    if settings.protocol == "mteb":
+        return evaluate_mteb_pair_classification(pairs, vectors, settings, dataset=dataset, model=model,
+                                                 similarity=similarity)
     splits = set(pairs["split"].unique())
     if not {"dev", "test"} <= splits:
         raise TaskError(f"{dataset}: pair classification needs dev and test pairs; the splits are {sorted(splits)}")
-    cosine = pair_cosines(vectors, pairs["text_id_1"].to_list(), pairs["text_id_2"].to_list())
-    scored = pairs.select("pair_id", "split", "gold").with_columns(pl.Series("score", cosine))
+    system = system_name(similarity)
+    score = pair_similarities(vectors, pairs["text_id_1"].to_list(), pairs["text_id_2"].to_list(), similarity)
+    scored = pairs.select("pair_id", "split", "gold").with_columns(pl.Series("score", score))
     dev = scored.filter(pl.col("split") == "dev")
     threshold = choose_threshold(dev["score"].to_numpy(), dev["gold"].to_numpy(), settings.threshold_metric)
+    warning = dev_warning(dev["gold"].to_numpy())
     predictions = scored.select(
-        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(SYSTEM).alias("system"),
+        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit(system).alias("system"),
         pl.lit(ALL).alias("subset"), pl.col("pair_id").alias("item_id"), "split",
         pl.col("gold").cast(pl.Int64), "score", (pl.col("score") >= threshold.value).cast(pl.Int64).alias("predicted"),
     )
@@ -159,19 +187,129 @@ def evaluate_pair_classification(pairs: pl.DataFrame, vectors: TextVectors, sett
         gold, predicted = part["gold"].to_numpy(), part["predicted"].to_numpy()
         values = {"ap": float(skm.average_precision_score(gold, part["score"].to_numpy())),
                   **threshold_metrics(gold, predicted), "threshold": threshold.value}
-        rows += [{"dataset": dataset, "model": model, "system": SYSTEM, "subset": ALL, "split": split,
+        rows += [{"dataset": dataset, "model": model, "system": system, "subset": ALL, "split": split,
                   "metric": metric, "value": value, "n_items": part.height} for metric, value in values.items()]
     test = predictions.filter(pl.col("split") == "test")
-    per_item = per_item_frame(dataset, model, SYSTEM, test["item_id"].to_list(), "accuracy",
+    per_item = per_item_frame(dataset, model, system, test["item_id"].to_list(), "accuracy",
                               (test["gold"] == test["predicted"]).to_numpy())
     result_settings = {
-        "task": "pair_classification", **settings.model_dump(), "score": "cosine of L2-normalized vectors",
+        "task": "pair_classification", **settings.model_dump(), "similarity": similarity,
+        "score": SCORE_RULE[similarity], "dev_warning": warning,
         "threshold": {"value": threshold.value, "chosen_on": "dev", "applied_to": "test", "metric": threshold.metric,
-                      "dev_value": threshold.dev_value, "rule": "cosine >= threshold is positive; midpoint between "
-                      "the best dev cosine and the next lower one; ties go to the highest candidate"},
+                      "dev_value": threshold.dev_value, "rule": "score >= threshold is positive; midpoint between "
+                      "the best dev score and the next lower one; ties go to the highest candidate"},
         "metrics": "scikit-learn average_precision_score, f1/accuracy/precision/recall (zero_division=0)",
         "per_item_metric": "accuracy of each test pair at the dev threshold",
         "n_pairs": {split: int((pairs["split"] == split).sum()) for split in ("dev", "test")},
+    }
+    return TaskResult("pair_classification", per_item, predictions, summary_frame(rows), empty_per_seed(),
+                      result_settings)
+
+
+def mteb_best_accuracy(scores: np.ndarray, gold: np.ndarray, high_score_more_similar: bool) -> float:
+    """MTEB's ``_find_best_acc_and_threshold``: the rows sorted by score (decreasing when higher is
+    more similar), every cut between two *distinct* consecutive scores a candidate (never after
+    the last row), the first best accuracy kept (0 when no cut exists)."""
+    order = np.argsort(-scores if high_score_more_similar else scores, kind="stable")
+    ranked, hits = scores[order], gold[order].astype(np.int64)
+    cut = ranked[:-1] != ranked[1:]
+    positives = np.cumsum(hits)[:-1]
+    remaining_negatives = int((gold == 0).sum()) - np.cumsum(1 - hits)[:-1]
+    accuracy = (positives + remaining_negatives) / len(gold)
+    candidates = accuracy[cut]
+    return float(candidates.max()) if candidates.size and candidates.max() > 0 else 0.0
+
+
+def mteb_best_f1(scores: np.ndarray, gold: np.ndarray, high_score_more_similar: bool) -> tuple[float, float, float, float]:
+    """MTEB's ``_find_best_f1_and_threshold``: ``(f1, precision, recall, threshold)`` at the first
+    best cut between distinct consecutive scores with at least one positive above it; the
+    threshold is the midpoint of the two scores (0 and zeros when no cut has a positive)."""
+    order = np.argsort(-scores if high_score_more_similar else scores, kind="stable")
+    ranked, hits = scores[order], gold[order].astype(np.int64)
+    correct = np.cumsum(hits)[:-1].astype(np.float64)
+    counted = np.arange(1, len(gold), dtype=np.float64)
+    valid = (ranked[:-1] != ranked[1:]) & (correct > 0)
+    total = float(gold.sum())
+    if not valid.any() or total == 0:
+        return 0.0, 0.0, 0.0, 0.0
+    precision, recall = correct / counted, correct / total
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.where(valid, 2 * precision * recall / (precision + recall), -np.inf)
+    best = int(np.argmax(f1))
+    if f1[best] <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    return float(f1[best]), float(precision[best]), float(recall[best]), float((ranked[best] + ranked[best + 1]) / 2)
+
+
+def mteb_scores(first: np.ndarray, second: np.ndarray, similarity: str) -> dict[str, tuple[np.ndarray, bool]]:
+    """Each MTEB scoring of the pairs, as ``(scores, high_score_more_similar)``: the card's
+    similarity, cosine (``1 − paired_cosine_distances``), Manhattan and Euclidean distances
+    (lower is more similar) and the dot product — on the vectors as the card produced them."""
+    dot = np.asarray([np.dot(first[i], second[i]) for i in range(len(first))])
+    similar = mteb_pair_similarity(first, second, similarity)
+    return {
+        "similarity": (similar, True),
+        "cosine": (1 - pairwise.paired_cosine_distances(first, second), True),
+        "manhattan": (pairwise.paired_manhattan_distances(first, second), False),
+        "euclidean": (pairwise.paired_euclidean_distances(first, second), False),
+        "dot": (dot, True),
+    }
+
+
+def mteb_split_metrics(scores: dict[str, tuple[np.ndarray, bool]], gold: np.ndarray) -> dict[str, dict[str, float]]:
+    """``{scoring: {accuracy, f1, precision, recall, ap}}`` and ``max`` (the maximum over the
+    scorings of each metric), as MTEB's ``_compute_metrics`` reports them on one split."""
+    found: dict[str, dict[str, float]] = {}
+    for name, (values, higher) in scores.items():
+        f1, precision, recall, _ = mteb_best_f1(values, gold, higher)
+        found[name] = {"accuracy": mteb_best_accuracy(values, gold, higher), "f1": f1, "precision": precision,
+                       "recall": recall,
+                       "ap": float(skm.average_precision_score(gold, values * (1 if higher else -1)))}
+    found["max"] = {metric: max(found[name][metric] for name in scores) for metric in MTEB_METRICS}
+    return found
+
+
+def evaluate_mteb_pair_classification(pairs: pl.DataFrame, vectors: TextVectors,
+                                      settings: PairClassificationSettings, *, dataset: str, model: str,
+                                      similarity: str = "cosine") -> TaskResult:
+    """MTEB's pair-classification protocol (``AbsTaskPairClassification``, mteb 2.26), each split
+    on its own: five scorings (:func:`mteb_scores`), for each the best accuracy and the best F1
+    (with its precision and recall) over the thresholds *of that split* and the average
+    precision; ``max`` of each metric over the scorings. The main score MTEB publishes is
+    ``max_ap`` (``system: max, metric: ap`` here). Reported on every split, dev included, as
+    MTEB would — none of these is a held-out number.
+
+    Predictions (for the paired comparisons) are the cosine scores, predicted positive above the
+    split's best-F1 cosine threshold; per-item rows are each test pair's correctness there.
+    """
+    first, second = vectors.rows(pairs["text_id_1"].to_list()), vectors.rows(pairs["text_id_2"].to_list())
+    scores = mteb_scores(first, second, similarity)
+    gold_all = pairs["gold"].to_numpy().astype(np.int64)
+    rows, frames = [], []
+    for split in pairs["split"].unique(maintain_order=True).to_list():
+        where = (pairs["split"] == split).to_numpy()
+        gold = gold_all[where]
+        split_scores = {name: (values[where], higher) for name, (values, higher) in scores.items()}
+        for system, values in mteb_split_metrics(split_scores, gold).items():
+            rows += [{"dataset": dataset, "model": model, "system": system, "subset": ALL, "split": split,
+                      "metric": metric, "value": value, "n_items": int(where.sum())} for metric, value in values.items()]
+        cosine = split_scores["cosine"][0]
+        threshold = mteb_best_f1(cosine, gold, True)[3]
+        frames.append(pl.DataFrame({"item_id": pairs["pair_id"].filter(pl.Series(where)), "split": split,
+                                    "gold": gold, "score": np.asarray(cosine, np.float64),
+                                    "predicted": (cosine > threshold).astype(np.int64)}))
+    predictions = pl.concat(frames).select(
+        pl.lit(dataset).alias("dataset"), pl.lit(model).alias("model"), pl.lit("cosine").alias("system"),
+        pl.lit(ALL).alias("subset"), "item_id", "split", "gold", "score", "predicted")
+    test = predictions.filter(pl.col("split") == "test")
+    per_item = per_item_frame(dataset, model, "cosine", test["item_id"].to_list(), "accuracy",
+                              (test["gold"] == test["predicted"]).to_numpy())
+    result_settings = {
+        "task": "pair_classification", **settings.model_dump(), "similarity": similarity, "mteb_version": MTEB_VERSION,
+        "score": "similarity (the card's), cosine, manhattan, euclidean, dot on the vectors as produced",
+        "threshold": "the best of each split on that split (MTEB): optimistic, not held out",
+        "main_score": {"system": "max", "metric": "ap", "mteb_key": "max_ap"},
+        "n_pairs": {split: int((pairs["split"] == split).sum()) for split in pairs["split"].unique().sort()},
     }
     return TaskResult("pair_classification", per_item, predictions, summary_frame(rows), empty_per_seed(),
                       result_settings)
@@ -182,8 +320,8 @@ def compare_pair_classification(predictions_a: pl.DataFrame, predictions_b: pl.D
                                 groups: dict[str, str] | None = None) -> pl.DataFrame:
     """Paired bootstrap over test pairs of the AP, F1, precision and recall differences (b − a),
     each model at its own dev threshold."""
-    key = ["dataset", "system", "subset", "split", "item_id"]
-    columns = ["model", "score", "predicted"]
+    key = ["dataset", "subset", "split", "item_id"]
+    columns = ["model", "system", "score", "predicted"]
     test_a, test_b = (frame.filter(pl.col("split") == "test") for frame in (predictions_a, predictions_b))
     joined = paired_predictions(test_a.select(*key, "gold", *columns), test_b.select(*key, *columns), key,
                                 "compare_pair_classification")
@@ -195,5 +333,6 @@ def compare_pair_classification(predictions_a: pl.DataFrame, predictions_b: pl.D
         vectorized=True, n_resamples=n_resamples, confidence=confidence, seed=seed,
         groups=None if groups is None else [groups[item] for item in joined["item_id"]],
     )
-    return comparison_frame(comparison, COMPARED, dataset=joined["dataset"][0], system=SYSTEM, subset=ALL,
+    return comparison_frame(comparison, COMPARED, dataset=joined["dataset"][0], system=compared_system(joined),
+                            subset=ALL,
                             split="test", model_a=joined["model"][0], model_b=joined["model_b"][0])

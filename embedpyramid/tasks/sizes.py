@@ -13,7 +13,12 @@ from embedpyramid.tasks.common import TaskError
 
 def check_classification(texts: pl.DataFrame, settings: ClassificationSettings, where: str) -> None:
     """Refuse, before anything is encoded, settings that ``texts`` (``text_id, label``) cannot
-    honour: see :func:`stratified_items`."""
+    honour: see :func:`stratified_items` (the project protocol's folds; MTEB's protocol needs two
+    labels)."""
+    if settings.protocol == "mteb":
+        if texts["label"].n_unique() < 2:
+            raise TaskError(f"{where}: classification needs at least two labels; got {texts['label'].n_unique()}")
+        return
     stratified_items(texts, settings, where)
 
 
@@ -44,7 +49,10 @@ def stratified_items(texts: pl.DataFrame, settings: ClassificationSettings, wher
 def check_bitext(pairs: pl.DataFrame, settings: BitextSettings, where: str) -> None:
     """Refuse, before anything is encoded, a neighbourhood (``k``, ``hubness_k``) larger than the
     targets of a language pair: margin and CSLS would average over every target, and the
-    hubness would count every target as a neighbour of every source."""
+    hubness would count every target as a neighbour of every source. MTEB's protocol has no
+    neighbourhood: nothing to refuse."""
+    if settings.protocol == "mteb":
+        return
     targets = pairs.group_by("language_pair").agg(pl.col("text_id_2").n_unique().alias("targets")).sort("targets")
     fewest, language_pair = targets["targets"][0], targets["language_pair"][0]
     for key in ("k", "hubness_k"):

@@ -36,6 +36,7 @@ from embedpyramid.transfer.analysis import TransferResult, TransferSettings, tra
 from embedpyramid.transfer.references import REFERENCE_SCHEMA, DatasetReferences, dataset_references
 from embedpyramid.transfer.reproduction import ReproductionCheck, ReproductionContext, reproduce, reproduction_frame
 from embedpyramid.transfer.scores import CorrelationScores, DatasetScores, PublishedScores, QueryMeanScores
+from embedpyramid.transfer.task_reproduction import task_reproduction
 
 TRANSFER_TABLES = ("rankings", "pairs", "flips")
 
@@ -257,10 +258,11 @@ def evaluate_transfer(config: ProjectConfig, store: ArtifactStore, metrics_paths
     checks = [check for name in config.datasets_with_data() for model in config.models.values()
               for check in partition_reproduction(config, name, model, per_query, frozen=frozen.get(name), system=system,
                                                   conventions=conventions.get((name, model.key), {}))]
+    checks += task_reproduction(config, store, inputs)
     prepared, skipped = sts_scores(config, store, inputs, system=system)
     result = analyse_transfer(config, per_query, groups=groups, prepared=prepared, system=system)
     settings = {**result.settings, "skipped_datasets": {**result.settings["skipped_datasets"], **skipped}}
-    references = pl.concat([dataset_references(config, name).frame() for name in config.datasets]
+    references = pl.concat([dataset_references(config, name).frame() for name in [*config.datasets, *config.task_datasets]]
                            or [pl.DataFrame(schema=REFERENCE_SCHEMA)])
     return TransferLevel(TransferResult(result.rankings, result.pairs, result.flips, settings), checks, references)
 

@@ -11,8 +11,8 @@ The layout (mteb >= 1.11)::
 Metric names are mapped onto this project's measures by :data:`METRIC_TABLE` (``{k}`` is any
 cutoff). Every other key of a score dict is *reported* (``ImportReport.unmapped``), never
 dropped silently: the ``nauc_*`` calibration scores, ``euclidean_*``/``manhattan_*``
-correlations, list-valued ``pearson``/``spearman`` of some mteb versions, classification and
-clustering scores.
+correlations, list-valued ``pearson``/``spearman`` of some mteb versions, the weighted and
+per-scoring variants (``f1_weighted``, ``cosine_ap``…), per-experiment lists.
 
 =====================  ==============  ===================================================
 MTEB key               project measure  note
@@ -26,7 +26,17 @@ MTEB key               project measure  note
 ``cosine_pearson``     ``Pearson``      STS: Pearson's r of cosine vs human scores
 ``cos_sim_spearman``   ``Spearman``     older key of the same number (used only when the
 ``cos_sim_pearson``    ``Pearson``      ``cosine_*`` key is absent)
+``accuracy``           ``Accuracy``     classification (mean over experiments), bitext
+``f1``                 ``F1``           bitext (weighted), classification (macro)
+``v_measure``          ``V-measure``    clustering (v2: mean over bootstrap draws)
+``ami``                ``AMI``          clustering
+``max_ap``             ``MaxAP``        pair classification: max AP over the scorings
+``max_f1``             ``MaxF1``        pair classification
+``max_accuracy``       ``MaxAccuracy``  pair classification
 =====================  ==============  ===================================================
+
+Which family a measure belongs to is the dataset's task; a task dataset's imported scores are
+published under MTEB's protocol and are refused at load unless the dataset runs ``protocol: mteb``.
 
 Scale: mteb writes fractions (0.64508), but results submitted from outside ("external"
 revisions) are often percentages (80.28). A score dict holding any mapped value above 1 is read
@@ -56,6 +66,13 @@ METRIC_TABLE: tuple[tuple[str, str], ...] = (
     ("mrr_at_{k}", "MRR@{k}"),
     ("cosine_spearman", "Spearman"),
     ("cosine_pearson", "Pearson"),
+    ("accuracy", "Accuracy"),
+    ("f1", "F1"),
+    ("v_measure", "V-measure"),
+    ("ami", "AMI"),
+    ("max_ap", "MaxAP"),
+    ("max_f1", "MaxF1"),
+    ("max_accuracy", "MaxAccuracy"),
 )
 """(MTEB key pattern, project measure) — the table in the module docstring."""
 

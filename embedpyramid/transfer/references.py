@@ -19,7 +19,8 @@ from embedpyramid.transfer.mteb_results import ImportReport, read_mteb_results, 
 
 REFERENCE_SCHEMA: dict[str, pl.DataType] = {
     "dataset": pl.String(), "model": pl.String(), "metric": pl.String(), "value": pl.Float64(),
-    "tolerance": pl.Float64(), "source": pl.String(), "origin": pl.String(),
+    "tolerance": pl.Float64(), "source": pl.String(), "origin": pl.String(), "protocol": pl.String(),
+    "split": pl.String(), "subset": pl.String(),
 }
 
 
@@ -35,6 +36,9 @@ class PublishedScore:
     tolerance: float
     source: str
     origin: str
+    protocol: str | None = None
+    split: str | None = None
+    subset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,10 +53,12 @@ class DatasetReferences:
 
 
 def dataset_references(config: ProjectConfig, dataset: str) -> DatasetReferences:
-    """Every published score of ``dataset``: typed ones first, then imported ones."""
-    spec = config.dataset(dataset)
+    """Every published score of ``dataset`` (a retrieval or a task dataset): typed ones first, then
+    imported ones (published under MTEB's protocol)."""
+    spec = config.task_datasets[dataset] if dataset in config.task_datasets else config.dataset(dataset)
     datasets_yaml = str(config.directory / "datasets.yaml")
-    scores = [PublishedScore(dataset, r.model, r.metric, r.value, r.tolerance, r.source, datasets_yaml)
+    scores = [PublishedScore(dataset, r.model, r.metric, r.value, r.tolerance, r.source, datasets_yaml, r.protocol,
+                             r.split, r.subset)
               for r in spec.reference]
     report: ImportReport | None = None
     if spec.mteb_results is not None:
@@ -60,7 +66,9 @@ def dataset_references(config: ProjectConfig, dataset: str) -> DatasetReferences
         report = read_mteb_results(folder, task=spec.mteb_results.task, split=spec.mteb_results.split,
                                    subset=spec.mteb_results.subset)
         for card, chosen in select_scores(report, spec.mteb_results, folder).items():
-            scores += [PublishedScore(dataset, card, s.metric, s.value, spec.mteb_results.tolerance, s.source(), str(s.file))
+            scores += [PublishedScore(dataset, card, s.metric, s.value, spec.mteb_results.tolerance, s.source(), str(s.file),
+                                      "mteb", None if spec.task != "retrieval" else s.split,
+                                      None if spec.mteb_results.subset == "default" else spec.mteb_results.subset)
                        for s in chosen]
     first: dict[tuple[str, str], PublishedScore] = {}
     for score in scores:

@@ -47,6 +47,8 @@ class ReproductionContext:
     n_documents: int | None
     conventions: Mapping[str, Any]
 
+    unit = "queries"
+
     def causes(self) -> str:
         titles = ("unknown for this dataset" if self.titled_documents is None else
                   f"title + \" \" + text for {self.titled_documents} of {self.n_documents} documents, the text alone "
@@ -80,20 +82,56 @@ class ReproductionCheck:
         return self.status == "pass"
 
 
+@dataclass(frozen=True)
+class TaskReproductionContext:
+    """What a task family's measured whole-set statistic depends on that most often explains a
+    mismatch with a published number: the protocol (and the mteb version it follows), the card's
+    similarity and prompt, the split/subset read and the family's protocol settings."""
+
+    task: str
+    protocol: str
+    similarity: str
+    prompt: str
+    split: str | None
+    subset: str | None
+    settings: Mapping[str, Any]
+    unit: str = "items"
+
+    def causes(self) -> str:
+        version = f" (mteb {self.settings.get('mteb_version')})" if self.protocol == "mteb" else ""
+        family = {
+            "sts": "main score cosine Spearman; gold as published",
+            "pair_classification": ("max AP over similarity, cosine, dot, euclidean, manhattan, thresholds on the "
+                                    "scored split" if self.protocol == "mteb" else "threshold chosen on dev"),
+            "classification": f"classifier settings {self.settings.get('mteb', {})} (MTEB tasks often set "
+                              "samples_per_label 16 or 32); training design: " + str(self.settings.get("design", "")),
+            "clustering": f"bootstrap settings {self.settings.get('mteb', {})}" if self.protocol == "mteb" else
+                          f"k-means seeds {self.settings.get('seeds')}",
+            "bitext": ("duplicate target rows kept, weighted F1" if self.protocol == "mteb" else
+                       "distinct target texts, macro F1"),
+        }.get(self.task, "")
+        return (f"protocol {self.protocol}{version}; the card's similarity {self.similarity}; the prompt "
+                f"{self.prompt!r} of the card; split {self.split}, subset {self.subset or 'all'}; the item order and "
+                f"text ids (MTEB's draws follow the row order); {family}")
+
+
 def check_reproduction(reference: PublishedScore, measured: float | None, *, model_key: str, n_items: int,
-                       context: ReproductionContext) -> ReproductionCheck:
-    """Compare one measured value (None when not measured) with its published score."""
+                       context: ReproductionContext | TaskReproductionContext,
+                       why_not: str | None = None) -> ReproductionCheck:
+    """Compare one measured value (None when not measured, ``why_not`` saying why when known) with
+    its published score."""
     where = f"{reference.model} on {reference.dataset}, {reference.metric}"
     if measured is None:
+        reason = why_not or "add the measure to the protocol, or evaluate the model on the dataset"
         return ReproductionCheck(
             reference.dataset, reference.model, model_key, reference.metric, reference.value, None, None,
             reference.tolerance, "not measured", 0, reference.source, reference.origin,
-            f"{where}: not measured by this run (add the measure to the protocol, or evaluate the model on the dataset); "
+            f"{where}: not measured by this run ({reason}); "
             f"published {reference.value:.4f} ({reference.source})",
         )
     difference = measured - reference.value
     passed = abs(difference) <= reference.tolerance + _FLOAT_SLACK
-    summary = (f"{where}: measured {measured:.4f} over {n_items} queries, published {reference.value:.4f} "
+    summary = (f"{where}: measured {measured:.4f} over {n_items} {context.unit}, published {reference.value:.4f} "
                f"({reference.source}), difference {difference:+.4f}")
     message = (f"{summary} within ±{reference.tolerance:g}: reproduced" if passed else
                f"{summary} outside ±{reference.tolerance:g}: not reproduced. Usual causes, with this run's values: "

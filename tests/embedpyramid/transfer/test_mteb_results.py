@@ -23,10 +23,40 @@ def spec(**fields) -> MtebResultsImport:
     ("precision_at_5", "P@5"), ("cosine_spearman", "Spearman"), ("cos_sim_spearman", "Spearman"),
     ("cosine_pearson", "Pearson"), ("cos_sim_pearson", "Pearson"),
     ("nauc_ndcg_at_10_max", None), ("euclidean_spearman", None), ("ndcg_at_0", None), ("main_score", None),
+    ("accuracy", "Accuracy"), ("f1", "F1"), ("v_measure", "V-measure"), ("ami", "AMI"), ("max_ap", "MaxAP"),
+    ("max_f1", "MaxF1"), ("max_accuracy", "MaxAccuracy"), ("f1_weighted", None), ("cosine_ap", None),
 ])
 def test_metric_names_map_onto_project_measures(key, metric):
     assert project_metric(key) == metric
-    assert len(METRIC_TABLE) == 7
+    assert len(METRIC_TABLE) == 14
+
+
+def test_every_family_reads_its_main_score_per_split_and_subset_in_percent_or_fraction(tmp_path):
+    folder = tmp_path / "results" / "org__model" / "abc"
+    folder.mkdir(parents=True)
+    (folder / "model_meta.json").write_text(json.dumps({"name": "org/model", "revision": "abc"}))
+    scores = {
+        "Banking77Classification": {"test": [{"hf_subset": "default", "languages": ["eng-Latn"], "main_score": 80.28,
+                                              "accuracy": 80.28, "f1": 79.5, "f1_weighted": 79.9}]},
+        "TwentyNewsgroupsClustering.v2": {"test": [{"hf_subset": "default", "main_score": 0.4622,
+                                                    "v_measure": 0.4622, "v_measure_std": 0.01}]},
+        "SprintDuplicateQuestions": {"test": [{"hf_subset": "default", "main_score": 0.9455, "max_ap": 0.9455,
+                                               "cosine_ap": 0.9455, "max_f1": 0.9}]},
+        "Tatoeba": {"test": [{"hf_subset": "deu-eng", "main_score": 0.94, "f1": 0.94, "accuracy": 0.95},
+                             {"hf_subset": "fra-eng", "main_score": 0.91, "f1": 0.91, "accuracy": 0.93}]},
+    }
+    for task, splits in scores.items():
+        (folder / f"{task}.json").write_text(json.dumps({"task_name": task, "mteb_version": "2.26.24",
+                                                         "scores": splits}))
+    expected = {("Banking77Classification", "default"): ("Accuracy", 0.8028, True),
+                ("TwentyNewsgroupsClustering.v2", "default"): ("V-measure", 0.4622, False),
+                ("SprintDuplicateQuestions", "default"): ("MaxAP", 0.9455, False),
+                ("Tatoeba", "fra-eng"): ("F1", 0.91, False)}
+    for (task, subset), (metric, value, percent) in expected.items():
+        report = read_mteb_results(tmp_path / "results", task=task, subset=subset)
+        [main] = [score for score in report.scores if score.main]
+        assert (main.metric, main.percent_scale) == (metric, percent)
+        assert main.value == pytest.approx(value)
 
 
 def test_real_layout_gives_the_published_scifact_score_with_its_source():

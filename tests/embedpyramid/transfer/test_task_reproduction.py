@@ -1,0 +1,161 @@
+"""Published scores on task datasets: checked against each family's whole-set statistic under the
+protocol they were published with (a passing and a failing case per family), and refused at
+load when the dataset cannot check them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from embedpyramid.config import ConfigError, load_config
+from embedpyramid.config.tasks import (
+    BitextSettings,
+    ClassificationSettings,
+    ClusteringSettings,
+    MtebClassification,
+    MtebClustering,
+    PairClassificationSettings,
+    StsSettings,
+)
+from embedpyramid.inputs import SummaryInputs
+from embedpyramid.store import ArtifactStore
+from embedpyramid.tasks import tasks_dir, write_task_result
+from embedpyramid.tasks.bitext import evaluate_bitext
+from embedpyramid.tasks.classification import evaluate_classification
+from embedpyramid.tasks.clustering import evaluate_clustering
+from embedpyramid.tasks.pair_classification import evaluate_pair_classification
+from embedpyramid.tasks.sts import evaluate_sts
+from embedpyramid.transfer.level import evaluate_transfer
+from embedpyramid.transfer.task_reproduction import task_reproduction
+from embedpyramid.vectors import TextVectors
+
+
+def _vectors(n: int, seed: int) -> tuple[list[str], np.ndarray]:
+    return [f"t{i:04d}" for i in range(n)], np.random.default_rng(seed).normal(size=(n, 8)).astype(np.float32)
+
+
+def _pairs(n: int, gold: np.ndarray, **columns: Any) -> tuple[pl.DataFrame, TextVectors]:
+    ids, raw = _vectors(2 * n, 1)
+    raw[n:] = raw[n:] * 0.7 + raw[:n] * (np.asarray(gold, np.float32)[:, None] + 0.3)
+    frame = pl.DataFrame({"pair_id": [f"p{i:04d}" for i in range(n)], "text_id_1": ids[:n], "text_id_2": ids[n:],
+                          "gold": gold, **columns})
+    return frame, TextVectors(ids, raw)
+
+
+def _labelled(n: int, split: bool) -> tuple[pl.DataFrame, TextVectors]:
+    ids, raw = _vectors(n, 2)
+    labels = np.arange(n) % 3
+    raw[:, :3] += 2.0 * np.eye(3, dtype=np.float32)[labels]
+    columns = {"split": ["train" if i < n * 2 // 3 else "test" for i in range(n)]} if split else {}
+    return pl.DataFrame({"text_id": ids, "label": [f"c{label}" for label in labels], **columns}), TextVectors(ids, raw)
+
+
+def _result(family: str, key: str):
+    gold01 = (np.arange(60) % 3 == 0).astype(np.int64)
+    if family == "sts":
+        pairs, vectors = _pairs(60, np.linspace(0, 1, 60), split=["test"] * 60)
+        return evaluate_sts(pairs, vectors, StsSettings(protocol="mteb"), dataset="d", model=key)
+    if family == "pair_classification":
+        pairs, vectors = _pairs(60, gold01, split=["test"] * 60)
+        return evaluate_pair_classification(pairs, vectors, PairClassificationSettings(protocol="mteb"), dataset="d",
+                                            model=key)
+    if family == "classification":
+        texts, vectors = _labelled(90, split=True)
+        settings = ClassificationSettings(protocol="mteb", mteb=MtebClassification(n_experiments=2))
+        return evaluate_classification(texts, vectors, settings, dataset="d", model=key)
+    if family == "clustering":
+        texts, vectors = _labelled(60, split=False)
+        settings = ClusteringSettings(protocol="mteb", mteb=MtebClustering(n_draws=2, sample_size=64))
+        return evaluate_clustering(texts, vectors, settings, dataset="d", model=key)
+    pairs, vectors = _pairs(40, np.ones(40), language_pair=["en-de"] * 40)
+    return evaluate_bitext(pairs.drop("gold"), vectors, BitextSettings(protocol="mteb"), dataset="d", model=key)
+
+
+ENTRIES = {
+    "sts": ({"loader": "gensim-lee", "sts": {"protocol": "mteb"}}, "Spearman", ("cosine", "spearman")),
+    "pair_classification": ({"loader": "chatterbot", "task": "pair_classification",
+                             "pair_classification": {"protocol": "mteb"}}, "MaxAP", ("max", "ap")),
+    "classification": ({"loader": "gensim-newsgroups", "task": "classification",
+                        "classification": {"protocol": "mteb", "mteb": {"n_experiments": 2}}}, "Accuracy",
+                       ("logreg", "accuracy")),
+    "clustering": ({"loader": "gensim-newsgroups", "task": "clustering",
+                    "clustering": {"protocol": "mteb", "mteb": {"n_draws": 2, "sample_size": 64}}}, "V-measure",
+                   ("minibatch_kmeans", "v_measure")),
+    "bitext": ({"loader": "django-bitext", "languages": ["de"], "bitext": {"protocol": "mteb"}}, "F1",
+               ("nearest", "f1")),
+}
+
+
+def _reference(model: str, metric: str, value: float, **extra: Any) -> dict[str, Any]:
+    return {"model": model, "metric": metric, "value": value, "tolerance": 0.001, "source": "MTEB leaderboard",
+            **extra}
+
+
+@pytest.mark.parametrize("family", list(ENTRIES))
+def test_a_published_task_score_passes_or_fails_and_names_the_causes(family, write_configs, two_real_models,
+                                                                     tmp_path):
+    entry, metric, (system, statistic) = ENTRIES[family]
+    keys = {card: model.key for card, model in load_config(write_configs("keys", models=two_real_models)).models.items()}
+    store = ArtifactStore(tmp_path / "data")
+    measured = {}
+    for card, key in keys.items():
+        result = _result(family, key)
+        write_task_result(result, tasks_dir(store, "bench", key))
+        row = result.summary.filter((pl.col("system") == system) & (pl.col("metric") == statistic))
+        measured[card] = float(row["value"][0])
+    minilm, use = sorted(keys)
+    references = [_reference(minilm, metric, measured[minilm] + 0.0004, protocol="mteb"),
+                  _reference(use, metric, measured[use] - 0.05)]
+    config = load_config(write_configs(models=two_real_models, datasets={
+        "mine": {"loader": "chatterbot", "categories": ["ai"]}, "bench": {**entry, "reference": references}}))
+    passed, failed = task_reproduction(config, store, SummaryInputs())
+    assert (passed.status, failed.status) == ("pass", "fail")
+    assert passed.measured == pytest.approx(measured[minilm]) and failed.difference == pytest.approx(0.05)
+    assert "reproduced" in passed.message and "protocol mteb (mteb 2.26)" in failed.message
+    assert f"the card's similarity {config.models[use].similarity}" in failed.message
+    level = evaluate_transfer(config, store, {}, inputs=SummaryInputs())
+    assert [check.status for check in level.reproduction] == ["pass", "fail"]
+    assert level.references.filter(pl.col("dataset") == "bench").height == 2
+
+
+def test_a_task_score_without_a_current_result_is_not_measured(write_configs, two_real_models, tmp_path):
+    entry, metric, _ = ENTRIES["sts"]
+    card = next(iter(two_real_models))
+    config = load_config(write_configs(models=two_real_models, datasets={
+        "mine": {"loader": "chatterbot", "categories": ["ai"]},
+        "bench": {**entry, "reference": [_reference(card, metric, 0.82032)]}}))
+    [check] = task_reproduction(config, ArtifactStore(tmp_path / "data"), SummaryInputs())
+    assert check.status == "not measured" and "no current task_sts result" in check.message
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"loader": "gensim-lee", "reference": [_reference("minilm-l6", "V-measure", 0.5)]},
+     r"V-measure is not a statistic the sts family computes under protocol 'project'; allowed: Spearman, Pearson"),
+    ({"loader": "gensim-lee", "reference": [_reference("minilm-l6", "Spearman", 0.82, protocol="mteb")]},
+     r"published under protocol 'mteb' but the dataset is evaluated under 'project': set sts.protocol: mteb"),
+    ({"loader": "gensim-newsgroups", "reference": [_reference("minilm-l6", "Accuracy", 0.9)]},
+     r"no published classification score can be checked under protocol 'project'"),
+    ({"loader": "gensim-newsgroups", "task": "clustering", "clustering": {"protocol": "mteb"},
+      "reference": [_reference("minilm-l6", "V-measure", 0.5, split="dev")]},
+     r"split 'dev' is not one the clustering family reports under protocol 'mteb'; allowed: all, test"),
+    ({"loader": "gensim-lee", "reference": [_reference("minilm-l6", "Spearman", 0.8, subset="en-de")]},
+     r"subset applies to bitext scores"),
+    ({"loader": "chatterbot", "reference": [_reference("minilm-l6", "Spearman", 0.8)]},
+     r"Spearman is not a retrieval measure"),
+    ({"loader": "gensim-lee", "reference": [_reference("minilm-l6", "Kappa", 0.8)]}, r"unknown measure 'Kappa'"),
+])
+def test_a_reference_the_dataset_cannot_check_is_refused_at_load(write_configs, two_real_models, entry, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write_configs(models=two_real_models, datasets={"bench": entry}))
+
+
+def test_mteb_results_on_a_project_protocol_task_dataset_are_refused(write_configs, two_real_models, tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    entry = {"loader": "gensim-lee", "mteb_results": {"path": str(folder), "task": "STSBenchmark",
+                                                      "models": {"minilm-l6": "x/y"}, "tolerance": 0.001}}
+    with pytest.raises(ConfigError, match=r"MTEB scores follow MTEB's protocol .* set sts.protocol: mteb"):
+        load_config(write_configs(models=two_real_models, datasets={"bench": entry}))
