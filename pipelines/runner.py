@@ -199,7 +199,7 @@ def _label(partition: str | dg.MultiPartitionKey | None) -> str:
     if partition is None:
         return "summary"
     if isinstance(partition, dg.MultiPartitionKey):
-        return " × ".join(partition.keys_by_dimension.values())
+        return f"{partition.keys_by_dimension['model']} × {partition.keys_by_dimension['dataset']}"
     return str(partition)
 
 
