@@ -21,8 +21,8 @@ from assets.systems import systems_assets
 from assets.tasks import TASK_ASSETS
 from assets.transfer import benchmark_transfer
 from embedpyramid.config import load_config
+from embedpyramid.config.ann import IndexSpec, load_ann_config
 from embedpyramid.config.systems import SystemsConfig
-from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
 from pipelines.freshness import config_facets, up_to_date_checks
