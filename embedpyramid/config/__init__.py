@@ -1,5 +1,8 @@
 """Typed, validated configuration: model eval cards, datasets (their loader, L2 task and published
-scores), the evaluation protocol and the L4 index specs.
+scores), the evaluation protocol and the L4 index specs. The settings that only a computation
+resolves live beside them and are imported by name: one dataset's paired comparisons
+(:mod:`embedpyramid.config.comparison`) and the L3 transfer analysis
+(:mod:`embedpyramid.config.transfer`).
 
 A config folder is self-contained: ``models.yaml``, ``datasets.yaml``, ``protocol.yaml`` and,
 optionally, ``ann.yaml`` (the L4 index specs), ``systems.yaml`` (the L5 systems) and

@@ -31,7 +31,8 @@ from typing import Any
 import polars as pl
 
 from embedpyramid.reports.tables import format_interval, format_pvalue, slice_label
-from embedpyramid.stats.compare import ALL_QUERIES, CONFIRMATORY
+from embedpyramid.stats.families import CONFIRMATORY
+from embedpyramid.stats.slices import ALL_QUERIES
 from embedpyramid.store import StorePath, read_json
 
 OVERVIEW_FILE = "overview.json"
