@@ -20,7 +20,7 @@ from graphbase.partitions import ann_asset_name, model_dataset_partitions
 from resources import ProjectResource
 
 if TYPE_CHECKING:
-    from embedpyramid.serving.specs import IndexSpec
+    from embedpyramid.config.ann import IndexSpec
 
 L4_DEPS = ["query_embeddings", "document_embeddings", "exact_topk", "frozen_dataset"]
 

@@ -48,18 +48,16 @@ import polars as pl  # noqa: E402
 import torch  # noqa: E402, F401  (imported first, so the thread limit below applies to exact_topk's torch too)
 from faiss.contrib.evaluation import knn_intersection_measure  # noqa: E402
 
+from embedpyramid.config import IndexSpec, Sweep, load_ann_config  # noqa: E402
 from embedpyramid.encode import thread_limit  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk  # noqa: E402
 from embedpyramid.serving import (  # noqa: E402
     BuiltIndex,
-    IndexSpec,
-    Sweep,
     SweepPoint,
     ann_recall_at_k,
     build_index,
     faiss_thread_limit,
     frontier,
-    load_ann_config,
     qps_at_recall,
     resolve_metric,
     search_sweep,

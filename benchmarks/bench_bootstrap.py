@@ -33,7 +33,9 @@ import time
 import numpy as np
 import polars as pl
 
-from embedpyramid.stats.compare import ComparisonSettings, compare_models, tukey_hsd_tables
+from embedpyramid.config.comparison import ComparisonSettings
+from embedpyramid.stats.comparisons import compare_models
+from embedpyramid.stats.hsd_tables import tukey_hsd_tables
 
 SPEEDUP_TARGET = 50.0
 SECONDS_TARGET = 15.0

@@ -47,15 +47,18 @@ import polars as pl  # noqa: E402
 
 import embedpyramid.encode.tables as encode_tables  # noqa: E402
 from embedpyramid.config import ProjectConfig, load_config  # noqa: E402
+from embedpyramid.config.comparison import comparison_settings  # noqa: E402
 from embedpyramid.data import FrozenDataset, encoding_inputs, freeze_dataset, load_configured_dataset  # noqa: E402
 from embedpyramid.efficiency import query_latency  # noqa: E402
 from embedpyramid.encode import encode_texts, load_encoder, postprocess  # noqa: E402
 from embedpyramid.geometry.normalization import normalization_price  # noqa: E402
 from embedpyramid.geometry.norms import geometry_report  # noqa: E402
+from embedpyramid.reports.regressions import regressions  # noqa: E402
 from embedpyramid.retrieval.metrics import evaluate_run  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk, run_table, search_metric  # noqa: E402
 from embedpyramid.serving import build_index, build_seeds, evaluate_spec, resolve_metric, search_sweep  # noqa: E402
-from embedpyramid.stats.compare import compare_models, comparison_settings, query_deltas, regressions  # noqa: E402
+from embedpyramid.stats.comparisons import compare_models  # noqa: E402
+from embedpyramid.stats.pairing import query_deltas  # noqa: E402
 from graphbase.instance import open_instance  # noqa: E402
 from pipelines.runner import run_pipeline  # noqa: E402
 

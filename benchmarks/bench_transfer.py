@@ -24,8 +24,9 @@ import time
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
+from embedpyramid.config.transfer import TransferSettings
 from embedpyramid.stats.bootstrap import bootstrap_indices
-from embedpyramid.transfer import QueryMeanScores, TransferSettings, dataset_seed, transfer_analysis
+from embedpyramid.transfer import QueryMeanScores, dataset_seed, transfer_analysis
 
 SPEEDUP_TARGET = 10.0
 SECONDS_TARGET = 10.0

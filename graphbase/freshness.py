@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import dagster as dg
@@ -139,9 +139,9 @@ L3_FIELDS = ("role", "confirmatory_metric", "reference", "mteb_results")
 
 def _comparison_settings(config: ProjectConfig, dataset: str) -> dict[str, Any]:
     # Imported here: the statistics stack is not needed to build the definitions.
-    from embedpyramid.stats.compare import comparison_settings
+    from embedpyramid.config.comparison import comparison_settings
 
-    return asdict(comparison_settings(config, dataset))
+    return comparison_settings(config, dataset).model_dump()
 
 
 def _dataset_source(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:

@@ -27,8 +27,8 @@ from assets.systems import systems_assets
 from assets.tasks import TASK_ASSETS
 from assets.transfer import benchmark_transfer
 from embedpyramid.config import load_config
+from embedpyramid.config.ann import IndexSpec, load_ann_config
 from embedpyramid.config.systems import SystemsConfig
-from embedpyramid.serving.specs import IndexSpec, load_ann_config
 from embedpyramid.store import StorePath
 from graphbase.freshness import config_facets, provide_location_graph, up_to_date_checks
 from graphbase.partitions import check_ann_asset_names, check_system_asset_names

@@ -1,5 +1,8 @@
 """Typed, validated configuration: model eval cards, datasets (their loader, L2 task and published
-scores) and the evaluation protocol.
+scores), the evaluation protocol and the L4 index specs. The settings that only a computation
+resolves live beside them and are imported by name: one dataset's paired comparisons
+(:mod:`embedpyramid.config.comparison`) and the L3 transfer analysis
+(:mod:`embedpyramid.config.transfer`).
 
 A config folder is self-contained: ``models.yaml``, ``datasets.yaml``, ``protocol.yaml`` and,
 optionally, ``ann.yaml`` (the L4 index specs), ``systems.yaml`` (the L5 systems) and
@@ -8,6 +11,13 @@ evaluated. Relative paths inside it resolve against the folder, so a user keeps 
 beside the defaults. Every validation error names the file, the key and what is allowed.
 """
 
+from embedpyramid.config.ann import (
+    AnnConfig,
+    AnnSettings,
+    IndexSpec,
+    Sweep,
+    load_ann_config,
+)
 from embedpyramid.config.base import (
     SAFE_NAME,
     SAFE_NAME_HELP,
@@ -85,6 +95,8 @@ __all__ = [
     "SAFE_NAME_HELP",
     "TASK_FAMILIES",
     "AnalysisConfig",
+    "AnnConfig",
+    "AnnSettings",
     "AnyDataset",
     "ApiSettings",
     "BedrockSource",
@@ -102,6 +114,7 @@ __all__ = [
     "GeneratorConfig",
     "HttpSource",
     "HubSource",
+    "IndexSpec",
     "JudgeConfig",
     "LeeDataset",
     "ModelCard",
@@ -121,11 +134,13 @@ __all__ = [
     "SquadDataset",
     "StsFileDataset",
     "StsSettings",
+    "Sweep",
     "Task",
     "TaskSettings",
     "canonical_metric",
     "has_data",
     "Similarity",
+    "load_ann_config",
     "load_config",
     "load_datasets",
     "load_downstream_config",

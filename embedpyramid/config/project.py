@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from embedpyramid.config.ann import AnnConfig, load_ann_config
 from embedpyramid.config.base import ConfigError, resolve_path
 from embedpyramid.config.datasets import AnyDataset, BeirDataset, check_reference_models, has_data, load_datasets
 from embedpyramid.config.judge import DownstreamConfig, load_downstream_config
 from embedpyramid.config.models import ResolvedModel, load_models
 from embedpyramid.config.protocol import Protocol, load_protocol
 from embedpyramid.config.systems import SystemsConfig, load_systems_config
-
-if TYPE_CHECKING:
-    from embedpyramid.serving.specs import AnnConfig
 
 
 @dataclass(frozen=True)
@@ -91,9 +88,6 @@ def load_config(directory: str | Path) -> ProjectConfig:
             f"{folder / 'protocol.yaml'}: comparison.baseline {baseline!r} is not a card in models.yaml; "
             f"allowed: {', '.join(models)}"
         )
-    # embedpyramid.serving builds on the config package's validation helpers, hence the late import.
-    from embedpyramid.serving.specs import load_ann_config
-
     ann = load_ann_config(folder / "ann.yaml") if (folder / "ann.yaml").is_file() else None
     entries = load_datasets(folder)
     check_reference_models(folder / "datasets.yaml", entries, list(models))

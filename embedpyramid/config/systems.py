@@ -50,7 +50,7 @@ from embedpyramid.hashing import sha256_json
 from embedpyramid.retrieval.metrics.measures import parse_measure
 
 if TYPE_CHECKING:
-    from embedpyramid.serving.specs import AnnConfig
+    from embedpyramid.config.ann import AnnConfig
 
 EXACT = "exact"
 """The reference to the evaluated model's exact run (pyramid L2)."""

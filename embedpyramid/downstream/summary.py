@@ -14,12 +14,13 @@ columns; the plots under ``grades/<dataset>/<system>/``.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.data import FrozenDataset, dataset_gold_answers
 from embedpyramid.downstream.analysis import GradeAnalysis, analyse_grades
 from embedpyramid.downstream.judge import GRADES, judge_metric
@@ -37,7 +38,7 @@ from embedpyramid.downstream.level import (
 from embedpyramid.downstream.likelihood_ratio import VERDICT_TEST
 from embedpyramid.inputs import DOWNSTREAM_ANSWERS, SummaryInputs
 from embedpyramid.reports.report import Figure, ReportSection
-from embedpyramid.stats.compare import COMPARISON_SCHEMA, ComparisonSettings, compare_models
+from embedpyramid.stats.comparisons import COMPARISON_SCHEMA, compare_models
 from embedpyramid.store import ArtifactStore, StorePath, read_frame, read_json, write_json, write_parquet, write_text
 
 EXACT = "exact"
@@ -166,7 +167,7 @@ def compare_downstream(per_query: pl.DataFrame, queries: pl.DataFrame, settings:
     coverage = (per_query.group_by("system", "metric").agg(pl.col("query_id").unique().sort().alias("_queries"))
                 .with_columns(pl.col("_queries").hash().alias("_group")))
     grouped = per_query.join(coverage.select("system", "metric", "_group"), on=["system", "metric"])
-    wide = replace(settings, value_range=METRIC_RANGE)
+    wide = settings.model_copy(update={"value_range": METRIC_RANGE})
     parts = [compare_models(part.drop("_group"), queries, wide, truncated=truncated)
              for part in grouped.partition_by("_group", maintain_order=True)]
     return pl.concat(parts) if parts else empty

@@ -30,8 +30,9 @@ from typing import Any
 
 import polars as pl
 
+from embedpyramid.config.slices import ALL_QUERIES
 from embedpyramid.reports.tables import format_interval, format_pvalue, slice_label
-from embedpyramid.stats.compare import ALL_QUERIES, CONFIRMATORY
+from embedpyramid.stats.families import CONFIRMATORY
 from embedpyramid.store import StorePath, read_json
 
 OVERVIEW_FILE = "overview.json"

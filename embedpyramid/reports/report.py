@@ -70,13 +70,13 @@ class ComparisonReport:
     """Everything one comparison report shows.
 
     ``leaderboard``: dataset, model, system, metric, mean, n. ``comparisons``: the table of
-    :func:`embedpyramid.stats.compare.compare_models`. ``regressions``: the table of
-    :func:`embedpyramid.stats.compare.regressions` for ``metric``. ``deltas``: the table of
-    :func:`embedpyramid.stats.compare.query_deltas` (per-query deltas, for the distributions).
+    :func:`embedpyramid.stats.comparisons.compare_models`. ``regressions``: the table of
+    :func:`embedpyramid.reports.regressions.regressions` for ``metric``. ``deltas``: the table of
+    :func:`embedpyramid.stats.pairing.query_deltas` (per-query deltas, for the distributions).
     ``metric`` is the headline metric of the slice table, the plots and the regression list;
     ``metrics`` limits the leaderboard and comparison table rows (None: every metric).
     ``verdicts`` are the verdict paragraphs the report opens with; ``hsd`` and ``hsd_pairs``
-    the Tukey HSD tables (:func:`embedpyramid.stats.compare.tukey_hsd_tables`); ``floor`` the
+    the Tukey HSD tables (:func:`embedpyramid.stats.hsd_tables.tukey_hsd_tables`); ``floor`` the
     random-ranking floor per dataset and metric (dataset, metric, mean); ``notes`` sentences
     under the leaderboard (ties, judged documents); ``environment`` the closing sections that
     record how the numbers were made; ``overview`` the pyramid overview the report opens with

@@ -10,7 +10,8 @@ self-contained (the rows are copied in). It exposes the views
 
 plus ``models(model, name, card_hash, card)``, ``conventions(dataset, model, system, conventions)``
 and the summary tables passed as ``extra_tables``: ``comparisons`` and ``regressions`` (the paired
-statistics of :mod:`embedpyramid.stats.compare`; empty until two models are evaluated on a
+statistics of :mod:`embedpyramid.stats.comparisons` and the lists of
+:mod:`embedpyramid.reports.regressions`; empty until two models are evaluated on a
 dataset), ``hsd`` and ``hsd_pairs`` (the Tukey HSD groups; empty below three models) and
 ``random_floor`` (every measure under a random ranking), ``system_verdicts`` and ``system_latency``
 (pyramid L5: each system against its model's dense exact search, and the latency each stage

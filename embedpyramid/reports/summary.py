@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
+from embedpyramid.config.comparison import comparison_settings
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.downstream.summary import collect_downstream, compare_downstream
 from embedpyramid.downstream.summary import report_sections as l6_sections
@@ -37,6 +38,7 @@ from embedpyramid.inputs import (
 )
 from embedpyramid.reports.environment import environment_section
 from embedpyramid.reports.overview import OVERVIEW_FILE, OverviewLine, pyramid_overview
+from embedpyramid.reports.regressions import REGRESSION_SCHEMA, regressions
 from embedpyramid.reports.report import ComparisonReport, Figure, ReportFiles, ReportSection, write_report
 from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
 from embedpyramid.reports.verdict import VERDICT_FILE, dataset_verdicts
@@ -44,18 +46,9 @@ from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.retrieval.metrics.floor import random_ranking_floor
 from embedpyramid.serving.level import report_section as l4_section
 from embedpyramid.serving.level import serving_dir
-from embedpyramid.stats.compare import (
-    COMPARISON_SCHEMA,
-    DELTA_SCHEMA,
-    HSD_PAIR_SCHEMA,
-    HSD_SCHEMA,
-    REGRESSION_SCHEMA,
-    compare_models,
-    comparison_settings,
-    query_deltas,
-    regressions,
-    tukey_hsd_tables,
-)
+from embedpyramid.stats.comparisons import COMPARISON_SCHEMA, compare_models
+from embedpyramid.stats.hsd_tables import HSD_PAIR_SCHEMA, HSD_SCHEMA, tukey_hsd_tables
+from embedpyramid.stats.pairing import DELTA_SCHEMA, query_deltas
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
 from embedpyramid.systems.summary import LATENCY_SCHEMA, SYSTEM_VERDICT_SCHEMA, system_latency, system_verdicts
 from embedpyramid.systems.summary import report_section as l5_section

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from embedpyramid.stats.slices import ALL_QUERIES
+from embedpyramid.config.slices import ALL_QUERIES
 
 _NUMERIC_TEXT = re.compile(r"^[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*\d[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*$")
 _FAMILY_LABELS = {"holm": "Holm", "bh": "BH"}

@@ -10,7 +10,7 @@ adjustment:
   system of the dataset). ``better`` makes B the winner, ``worse`` makes A the winner; the
   interval quoted is the *unadjusted* interval of that comparison (its `interval` method), and says so.
 * with three or more models, the randomized Tukey HSD decides
-  (:func:`embedpyramid.stats.compare.tukey_hsd_tables`, every pair at once): the winner is the
+  (:func:`embedpyramid.stats.hsd_tables.tukey_hsd_tables`, every pair at once): the winner is the
   model whose HSD rank interval is [1, 1]. Otherwise the verdict names the *top group*, the
   models no other model is significantly better than (rank interval starting at 1; with the
   HSD's single critical range no two of them differ), and quotes the leader's margin over the
@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
-from embedpyramid.stats.compare import CONFIRMATORY
+from embedpyramid.stats.families import CONFIRMATORY
 from embedpyramid.stats.power import minimum_detectable_effect, queries_needed
 from embedpyramid.store import StorePath, read_json
 
@@ -136,7 +136,7 @@ def dataset_verdicts(
 ) -> list[Verdict]:
     """One verdict per (dataset, system) with a confirmatory comparison, in table order. ``hsd``
     and ``hsd_pairs`` are the model and pair tables of the Tukey HSD
-    (:func:`~embedpyramid.stats.compare.tukey_hsd_tables`); they may be empty when every
+    (:func:`~embedpyramid.stats.hsd_tables.tukey_hsd_tables`); they may be empty when every
     (dataset, system) has two models, and must cover those with three or more."""
     verdicts = []
     confirmatory = comparisons.filter(pl.col("family") == CONFIRMATORY)

@@ -5,7 +5,7 @@ things apart: ANN recall@k (overlap with the exact top-k, a property of the inde
 relevance metrics under ANN (against the qrels, a property of the whole system), with the cost
 of each index (build time, bytes, QPS, latency, peak RSS).
 
-The flow per (model, dataset, spec): :func:`load_ann_config` → :func:`resolve_metric` against the
+The flow per (model, dataset, spec): :func:`embedpyramid.config.load_ann_config` → :func:`resolve_metric` against the
 card → per seed of :func:`build_seeds`: :func:`build_index` → :func:`save_index` under
 :func:`index_file_name` → :func:`search_sweep`; then :func:`evaluate_spec` over the seeds, and
 :func:`frontier` and :func:`qps_at_recall` over the summaries of every spec.
@@ -23,13 +23,8 @@ from embedpyramid.serving.index import (
 )
 from embedpyramid.serving.recall import ann_recall_at_k
 from embedpyramid.serving.specs import (
-    AnnConfig,
-    AnnSettings,
-    IndexSpec,
-    Sweep,
     build_seeds,
     index_file_name,
-    load_ann_config,
     nlist_for,
     resolve_factory,
     resolve_metric,
@@ -38,12 +33,8 @@ from embedpyramid.serving.sweep import SweepPoint, search_sweep
 from embedpyramid.serving.vectors import symmetric_int8_index, truncate_and_normalize
 
 __all__ = [
-    "AnnConfig",
-    "AnnSettings",
     "BuiltIndex",
-    "IndexSpec",
     "SpecEvaluation",
-    "Sweep",
     "SweepPoint",
     "ann_recall_at_k",
     "ann_recall_name",
@@ -54,7 +45,6 @@ __all__ = [
     "frontier_svg",
     "index_complete",
     "index_file_name",
-    "load_ann_config",
     "load_index",
     "nlist_for",
     "qps_at_recall",

@@ -33,7 +33,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from embedpyramid.serving.specs import MIN_POINTS_PER_CENTROID, IndexSpec, resolve_factory
+from embedpyramid.config.ann import IndexSpec
+from embedpyramid.serving.specs import MIN_POINTS_PER_CENTROID, resolve_factory
 from embedpyramid.serving.vectors import binarize, prepared_vectors, symmetric_int8_index
 from embedpyramid.store import CorruptFileError, StorePath, is_local, read_json, remove_tree, write_bytes, write_json
 from embedpyramid.usage import PeakRss

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from embedpyramid.config import ProjectConfig, ResolvedModel
+from embedpyramid.config import IndexSpec, ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings
 from embedpyramid.reports.report import Figure, ReportSection
@@ -26,7 +26,7 @@ from embedpyramid.retrieval.search import search_metric
 from embedpyramid.serving.evaluate import SpecEvaluation, evaluate_spec
 from embedpyramid.serving.frontier import frontier, frontier_svg, qps_at_recall
 from embedpyramid.serving.index import BuiltIndex, build_index, index_complete, load_index, save_index
-from embedpyramid.serving.specs import IndexSpec, build_seeds, index_file_name, resolve_metric
+from embedpyramid.serving.specs import build_seeds, index_file_name, resolve_metric
 from embedpyramid.serving.sweep import search_sweep
 from embedpyramid.store import ArtifactStore, read_frame, read_json, remove_tree, write_json, write_parquet, write_text
 

@@ -17,9 +17,9 @@ import faiss
 import numpy as np
 import pyarrow as pa
 
+from embedpyramid.config.ann import IndexSpec
 from embedpyramid.retrieval.search import order_rows, run_table
 from embedpyramid.serving.index import BuiltIndex, faiss_thread_limit, indexed_vectors
-from embedpyramid.serving.specs import IndexSpec
 from embedpyramid.serving.vectors import binarize, pair_scores
 
 Search = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

@@ -77,6 +77,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from embedpyramid.config.resampling import percentile_rank
 from embedpyramid.progress import report
 from embedpyramid.stats.units import (
     ResamplingUnits,
@@ -146,21 +147,6 @@ def bootstrap_counts(n_units: int, *, n_resamples: int, seed: int) -> Iterator[n
         indices += (np.arange(rows, dtype=np.int64) * n_units)[:, None]
         counts = np.bincount(indices.ravel(), minlength=rows * n_units)
         yield counts.reshape(rows, n_units).astype(np.float64)
-
-
-def percentile_rank(n_resamples: int, confidence: float) -> int:
-    """Order-statistic rank ``k = floor((B + 1)(1 - confidence) / 2)`` of the interval ends.
-
-    Raises when ``k < 1``: so few resamples cannot bound a ``confidence`` interval.
-    """
-    k = math.floor((n_resamples + 1) * (1.0 - confidence) / 2.0 + 1e-9)
-    if k < 1:
-        needed = math.ceil(2.0 / (1.0 - confidence) - 1.0 - 1e-9)
-        raise ValueError(
-            f"n_resamples={n_resamples} is too few for a {confidence:.0%} interval; "
-            f"use at least {needed}"
-        )
-    return k
 
 
 def paired_bootstrap(

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from embedpyramid.stats.bootstrap import bootstrap_indices, percentile_rank
+from embedpyramid.config.resampling import percentile_rank
+from embedpyramid.stats.bootstrap import bootstrap_indices
 
 Statistic = Callable[..., ArrayLike]
 """``statistic(*arrays) -> value`` (a scalar or a 1-D vector of statistics). The arrays are the

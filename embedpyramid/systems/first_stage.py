@@ -14,9 +14,9 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
+from embedpyramid.config.ann import Sweep
 from embedpyramid.config.systems import AnnReference
 from embedpyramid.serving.index import BuiltIndex
-from embedpyramid.serving.specs import Sweep
 from embedpyramid.serving.sweep import SweepPoint, search_sweep
 
 

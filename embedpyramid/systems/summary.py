@@ -11,6 +11,8 @@ from __future__ import annotations
 import polars as pl
 
 from embedpyramid.config import ProjectConfig
+from embedpyramid.config.comparison import comparison_settings
+from embedpyramid.config.slices import ALL_QUERIES
 from embedpyramid.config.systems import MODEL_INDEPENDENT
 from embedpyramid.data import open_frozen
 from embedpyramid.inputs import SummaryInputs, system_asset_name
@@ -18,7 +20,8 @@ from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.results import EvaluatedPartition
 from embedpyramid.reports.tables import format_interval, format_pvalue
 from embedpyramid.retrieval.level import read_metrics_manifest
-from embedpyramid.stats.compare import ALL_QUERIES, COMPARISON_SCHEMA, CONFIRMATORY, comparison_settings
+from embedpyramid.stats.comparisons import COMPARISON_SCHEMA
+from embedpyramid.stats.families import CONFIRMATORY
 from embedpyramid.store import ArtifactStore, read_frame
 from embedpyramid.systems.level import SUMMARY_SCHEMA, read_system_summary, systems_dir
 from embedpyramid.systems.verdict import system_comparisons

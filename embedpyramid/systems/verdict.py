@@ -1,6 +1,6 @@
 """Each L5 system against its model's dense exact search: the paired verdicts.
 
-The comparisons of :func:`embedpyramid.stats.compare.compare_models` pair *models* within one
+The comparisons of :func:`embedpyramid.stats.comparisons.compare_models` pair *models* within one
 system. L5 asks the transposed question — within one model, is the system better than dense
 exact? — so the per-query table is relabelled (the model becomes the group, the system the
 compared unit, ``exact`` the baseline) and handed to the same function, which gives the same
@@ -16,12 +16,12 @@ report's words: ``better`` or ``worse`` (system against exact), else ``no detect
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import polars as pl
 
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.config.systems import EXACT, MODEL_INDEPENDENT
-from embedpyramid.stats.compare import ComparisonSettings, compare_models
+from embedpyramid.stats.comparisons import compare_models
 
 
 def system_comparisons(
@@ -50,7 +50,7 @@ def system_comparisons(
     if not groups:
         raise ValueError("no system has an exact run of the same model and dataset to be compared with")
     relabelled = pl.concat(groups).rename({"group": "system", "unit": "model"})
-    table = compare_models(relabelled, queries, replace(settings, baseline=EXACT, all_pairs=False))
+    table = compare_models(relabelled, queries, settings.model_copy(update={"baseline": EXACT, "all_pairs": False}))
     return table.rename({"system": "model", "model_a": "system_a", "model_b": "system_b"}).with_columns(
         pl.col("decision").replace({"not significant": "no detectable difference"}).alias("verdict")
     )

@@ -1,6 +1,6 @@
 """The cross-model summary of the L2 task families and of L1 pair sanity: every evaluated
 (model, task dataset) gathered into one table per kind, the paired comparisons of the per-item
-rows (the same :func:`~embedpyramid.stats.compare.compare_models` as retrieval: bootstrap CI,
+rows (the same :func:`~embedpyramid.stats.comparisons.compare_models` as retrieval: bootstrap CI,
 d_z, sign-flip and t tests, Holm within the confirmatory family, verdicts), the whole-set
 statistic comparisons of :func:`~embedpyramid.tasks.level.compare_task`, and the report sections.
 
@@ -17,28 +17,23 @@ quoted beside the adjusted p is the unadjusted one, and says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from embedpyramid.config import ProjectConfig
+from embedpyramid.config.comparison import comparison_settings
 from embedpyramid.data import open_frozen
 from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
 from embedpyramid.inputs import SummaryInputs, pair_sanity_asset_name, task_asset_name
 from embedpyramid.reports.report import ReportSection
 from embedpyramid.reports.tables import comparison_summary
 from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
-from embedpyramid.stats.compare import (
-    COMPARISON_SCHEMA,
-    DECISIONS,
-    HSD_PAIR_SCHEMA,
-    HSD_SCHEMA,
-    compare_models,
-    comparison_settings,
-    tukey_hsd_tables,
-)
+from embedpyramid.stats.comparisons import COMPARISON_SCHEMA, compare_models
+from embedpyramid.stats.families import DECISIONS
+from embedpyramid.stats.hsd_tables import HSD_PAIR_SCHEMA, HSD_SCHEMA, tukey_hsd_tables
 from embedpyramid.stats.multiple import holm_adjust
 from embedpyramid.store import PER_QUERY_SCHEMA, ArtifactStore, read_frame, read_json, write_json, write_parquet
 from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA
@@ -122,7 +117,8 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
         items = task_items(open_frozen(store.dataset_dir(dataset)), spec)
         per_item = pl.concat([result.per_item for result in results.values()])
         if per_item.height:
-            settings = replace(comparison_settings(config, dataset), report_metric=PER_ITEM_METRIC, length_buckets=())
+            settings = comparison_settings(config, dataset).model_copy(
+                update={"report_metric": PER_ITEM_METRIC, "length_buckets": ()})
             parts["task_comparisons"].append(compare_models(per_item, items, settings))
             hsd, hsd_pairs = tukey_hsd_tables(per_item, items, settings, PER_ITEM_METRIC)
             parts["task_hsd"].append(hsd)

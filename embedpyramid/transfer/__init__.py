@@ -11,7 +11,7 @@ ranking of the models holds on the user's own data.
 * ``level`` — the same from a config folder, with the artefacts under ``<data>/transfer``.
 """
 
-from embedpyramid.transfer.analysis import TransferResult, TransferSettings, dataset_seed, transfer_analysis
+from embedpyramid.transfer.analysis import TransferResult, dataset_seed, transfer_analysis
 from embedpyramid.transfer.mteb_results import (
     METRIC_TABLE,
     ImportReport,
@@ -53,7 +53,6 @@ __all__ = [
     "ReproductionCheck",
     "ReproductionContext",
     "TransferResult",
-    "TransferSettings",
     "check_reproduction",
     "dataset_references",
     "dataset_seed",

@@ -27,13 +27,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from embedpyramid.stats.bootstrap import percentile_rank
+from embedpyramid.config.resampling import percentile_rank
+from embedpyramid.config.transfer import TransferSettings
 from embedpyramid.transfer.ranking import (
     MIN_MODELS_FOR_CORRELATION,
     kendall_tau_b,
@@ -70,23 +71,6 @@ FLIP_SCHEMA: dict[str, pl.DataType] = {
 }
 
 _ORDER_NAMES = {1: "a > b", 0: "tie", -1: "a < b"}
-
-
-@dataclass(frozen=True)
-class TransferSettings:
-    """Bootstrap resamples, base seed, interval level, and the score difference counted as a tie."""
-
-    n_resamples: int = 10_000
-    seed: int = 42
-    confidence: float = 0.95
-    tie_epsilon: float = 1e-9
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.confidence < 1.0:
-            raise ValueError(f"confidence must lie strictly between 0 and 1; got {self.confidence}")
-        percentile_rank(self.n_resamples, self.confidence)
-        if not self.tie_epsilon >= 0.0:
-            raise ValueError(f"tie_epsilon must be a non-negative number; got {self.tie_epsilon}")
 
 
 def dataset_seed(seed: int, dataset: str) -> int:
@@ -129,7 +113,7 @@ def transfer_analysis(datasets: Sequence[DatasetScores], settings: TransferSetti
         rankings=rankings,
         pairs=pl.DataFrame(pairs, schema=PAIR_SCHEMA),
         flips=pl.DataFrame(flips, schema=FLIP_SCHEMA),
-        settings={**asdict(settings), "dataset_seeds": seeds,
+        settings={**settings.model_dump(), "dataset_seeds": seeds,
                   "seed_derivation": "SeedSequence([seed, first 8 bytes of sha256(dataset name)])",
                   "method": "percentile bootstrap, datasets resampled independently (queries, groups or items)"},
     )

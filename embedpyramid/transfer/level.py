@@ -26,13 +26,14 @@ from embedpyramid.config import (
     PublishedDataset,
     ResolvedModel,
 )
+from embedpyramid.config.transfer import transfer_settings
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.inputs import SummaryInputs, task_asset_name
 from embedpyramid.reports.report import ReportSection
 from embedpyramid.retrieval.level import PER_QUERY_SCHEMA, read_metrics_manifest
 from embedpyramid.store import ArtifactStore, read_frame, read_table, read_table_metadata, write_parquet
 from embedpyramid.tasks.level import read_task_result, tasks_dir
-from embedpyramid.transfer.analysis import TransferResult, TransferSettings, transfer_analysis
+from embedpyramid.transfer.analysis import TransferResult, transfer_analysis
 from embedpyramid.transfer.references import REFERENCE_SCHEMA, DatasetReferences, dataset_references
 from embedpyramid.transfer.reproduction import ReproductionCheck, ReproductionContext, reproduce, reproduction_frame
 from embedpyramid.transfer.scores import CorrelationScores, DatasetScores, PublishedScores, QueryMeanScores
@@ -58,13 +59,6 @@ def confirmatory_metric(config: ProjectConfig, dataset: str, references: Dataset
             )
         return metrics[0]
     return config.protocol.comparison.report_metric
-
-
-def transfer_settings(config: ProjectConfig) -> TransferSettings:
-    """The paired comparisons' resampling settings (``protocol.yaml``, ``comparison:``)."""
-    comparison = config.protocol.comparison
-    return TransferSettings(n_resamples=comparison.n_resamples, seed=comparison.seed,
-                            confidence=comparison.confidence, tie_epsilon=comparison.tie_epsilon)
 
 
 def query_groups(config: ProjectConfig, dataset: str, frozen: FrozenDataset) -> dict[str, str] | None:

@@ -19,7 +19,7 @@ from embedpyramid.config import (
     RunSettings,
     load_config,
 )
-from embedpyramid.stats.compare import comparison_settings
+from embedpyramid.config.comparison import comparison_settings
 
 DEFAULT_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

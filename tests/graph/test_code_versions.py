@@ -85,7 +85,7 @@ BOOTSTRAP_IMPORTERS = {
     "retrieval_metrics", "task_sts", "task_pair_classification", "task_classification", "task_clustering",
     "task_bitext",
     # L4: the paired delta vs exact (serving.evaluate); L5 evaluates ANN first stages through it;
-    # L6 and the summaries compare models (stats.compare).
+    # L6 and the summaries compare models (stats.comparisons).
     *ANN, *SYSTEMS, *SUMMARIES, "task_comparisons",
 }
 NDCG_IMPORTERS = {

@@ -7,10 +7,10 @@ import pytest
 from simulated_grades import simulated_grades
 
 from embedpyramid.config import AnalysisConfig
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.downstream import analyse_grades
 from embedpyramid.downstream.summary import _verdict, compare_downstream
 from embedpyramid.reports.results import sort_metrics
-from embedpyramid.stats.compare import ComparisonSettings
 
 SETTINGS = ComparisonSettings(baseline="base", n_resamples=500, n_permutations=500, seed=3, slice_columns=(),
                               length_buckets=())

@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 from markdown_it import MarkdownIt
 
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.reports import (
     ComparisonReport,
     Figure,
@@ -25,15 +26,12 @@ from embedpyramid.reports import (
     write_report,
 )
 from embedpyramid.reports.environment import environment_section
+from embedpyramid.reports.regressions import regressions
 from embedpyramid.reports.tables import escape_markdown, first_few, hsd_pairs_summary, leaderboard_tables
 from embedpyramid.reports.verdict import dataset_verdicts
-from embedpyramid.stats.compare import (
-    ComparisonSettings,
-    compare_models,
-    query_deltas,
-    regressions,
-    tukey_hsd_tables,
-)
+from embedpyramid.stats.comparisons import compare_models
+from embedpyramid.stats.hsd_tables import tukey_hsd_tables
+from embedpyramid.stats.pairing import query_deltas
 
 SVG = "{http://www.w3.org/2000/svg}"
 BASELINE, CHALLENGER = "base", "tuned <v2> & co"  # a name that needs escaping everywhere

@@ -5,7 +5,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from embedpyramid.serving import IndexSpec
+from embedpyramid.config import IndexSpec
 
 Vectors = tuple[np.ndarray, np.ndarray]
 

@@ -146,7 +146,8 @@ def test_a_small_training_set_is_one_finding_not_faiss_prints():
     """FAISS prints one warning per PQ sub-quantizer (32 for PQ32); the build says it once."""
     script = (
         "import numpy as np\n"
-        "from embedpyramid.serving import IndexSpec, build_index\n"
+        "from embedpyramid.config import IndexSpec\n"
+        "from embedpyramid.serving import build_index\n"
         "vectors = np.random.default_rng(0).standard_normal((870, 64)).astype(np.float32)\n"
         "spec = IndexSpec(name='ivf-pq', factory='IVF{n},PQ32', metric='inner_product', seed=1)\n"
         "print(build_index(spec, vectors, seed=1).training_findings)\n"

@@ -3,11 +3,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from embedpyramid.config import ConfigError
+from embedpyramid.config import ConfigError, load_ann_config
 from embedpyramid.serving import (
     build_seeds,
     index_file_name,
-    load_ann_config,
     nlist_for,
     resolve_factory,
     resolve_metric,

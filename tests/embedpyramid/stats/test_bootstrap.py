@@ -6,8 +6,9 @@ import pytest
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
+from embedpyramid.config.resampling import percentile_rank
 from embedpyramid.stats import paired_bootstrap
-from embedpyramid.stats.bootstrap import INTERVAL_METHODS, bootstrap_counts, bootstrap_indices, percentile_rank
+from embedpyramid.stats.bootstrap import INTERVAL_METHODS, bootstrap_counts, bootstrap_indices
 
 METHODS = list(INTERVAL_METHODS)
 

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.stats import paired_bootstrap
-from embedpyramid.stats.compare import ComparisonSettings
 from embedpyramid.stats.simulation import ir_delta_populations
 
 N_QUERIES, N_SAMPLES, NOMINAL = 20, 2_000, 0.95

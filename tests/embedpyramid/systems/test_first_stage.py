@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
+from embedpyramid.config import IndexSpec
 from embedpyramid.config.systems import AnnReference
 from embedpyramid.retrieval.search import exact_topk
-from embedpyramid.serving import IndexSpec, build_index
+from embedpyramid.serving import build_index
 from embedpyramid.systems.first_stage import ann_first_stage
 from embedpyramid.systems.rerank import bi_encoder_rerank
 from embedpyramid.systems.runs import encode_run

@@ -6,10 +6,10 @@ import polars as pl
 import pytest
 
 from embedpyramid.config import load_config
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.config.systems import load_systems_config
 from embedpyramid.retrieval.metrics import MetricConventions, evaluate_run, parse_measure
 from embedpyramid.retrieval.search import exact_topk, run_table
-from embedpyramid.stats.compare import ComparisonSettings
 from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata
 from embedpyramid.systems import (
     DatasetTables,

@@ -1,7 +1,7 @@
 import polars as pl
 import pytest
 
-from embedpyramid.stats.compare import ComparisonSettings
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.systems.verdict import system_comparisons
 
 QUERIES = pl.DataFrame({"query_id": [f"q{i:02d}" for i in range(12)], "text": ["a question"] * 12,

@@ -3,8 +3,9 @@ import pytest
 from toy_encoders import CharacterNgrams
 
 from embedpyramid.config import load_config
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.data import freeze_task_dataset, load_task_dataset, task_encoding_inputs
-from embedpyramid.stats.compare import ComparisonSettings, compare_models
+from embedpyramid.stats.comparisons import compare_models
 from embedpyramid.store import ArtifactStore, read_table_metadata
 from embedpyramid.tasks import (
     STATISTIC_COMPARISON_SCHEMA,

@@ -3,12 +3,12 @@ import polars as pl
 import pytest
 from scipy.stats import spearmanr
 
+from embedpyramid.config.transfer import TransferSettings
 from embedpyramid.stats.bootstrap import bootstrap_indices
 from embedpyramid.transfer import (
     CorrelationScores,
     PublishedScores,
     QueryMeanScores,
-    TransferSettings,
     dataset_seed,
     transfer_analysis,
 )

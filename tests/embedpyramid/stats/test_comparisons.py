@@ -1,56 +1,13 @@
-import dataclasses
-
 import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from toy_per_query import QUERIES, SETTINGS, per_query_table
 
+from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.stats import benjamini_hochberg_adjust
-from embedpyramid.stats.compare import (
-    COMPARISON_SCHEMA,
-    HSD_PAIR_SCHEMA,
-    HSD_SCHEMA,
-    ComparisonSettings,
-    alias_groups,
-    compare_models,
-    length_bucket_names,
-    query_deltas,
-    regressions,
-    tukey_hsd_tables,
-)
-
-# Dyadic values keep every delta and mean exact in floating point.
-NDCG = {
-    "base": [0.5, 0.25, 0.375, 0.5, 0.125, 0.5],
-    "new": [0.625, 0.25, 0.625, 0.375, 0.5, 0.875],
-}  # deltas: 0.125, 0, 0.25, -0.125, 0.375, 0.375
-RECALL = [1.0, 0.5, 1.0, 0.0, 1.0, 1.0]  # identical for both models
-QUERY_IDS = [f"q{i}" for i in range(1, 7)]
-
-
-def per_query_table(models=("base", "new"), drop=()):
-    rows = []
-    for model in models:
-        ndcg = NDCG.get(model, NDCG["new"])
-        for query_id, ndcg_value, recall_value in zip(QUERY_IDS, ndcg, RECALL, strict=True):
-            for metric, value in (("nDCG@10", ndcg_value), ("Recall@100", recall_value)):
-                if (model, query_id) not in drop and (model, query_id, metric) not in drop:
-                    rows.append(("toy", model, "exact", query_id, metric, value))
-    columns = ["dataset", "model", "system", "query_id", "metric", "value"]
-    return pl.DataFrame(rows, schema=columns, orient="row")
-
-
-QUERIES = pl.DataFrame(
-    {
-        "query_id": QUERY_IDS,
-        "text": ["w", "w w", "w w w", "w w w w", "w w w w w", "w w w w w w"],
-        "category": ["a", "a", "a", "a", "b", "b"],
-        "session": ["s1", "s1", "s2", "s3", "s3", "s3"],
-    }
-)
-SETTINGS = ComparisonSettings(
-    baseline="base", n_resamples=2_000, seed=3, min_slice_n=3, length_buckets=(2, 4), report_metric="nDCG@10"
-)
+from embedpyramid.stats.comparisons import COMPARISON_SCHEMA, alias_groups, compare_models
+from embedpyramid.stats.pairing import query_deltas
 
 
 def row(table, metric, slice_column, slice_value):
@@ -61,8 +18,6 @@ def row(table, metric, slice_column, slice_value):
     )
     assert selected.height == 1
     return selected.row(0, named=True)
-
-
 
 def test_deltas_within_tie_epsilon_are_exactly_zero_in_every_statistic():
     """28 queries differ by float dust (one ulp of 0.1, up or down), one loses 0.1: the L5 case
@@ -88,7 +43,7 @@ def test_deltas_within_tie_epsilon_are_exactly_zero_in_every_statistic():
     assert tied["interval"] == "t"
     assert (tied["ci_low"], tied["ci_high"]) == pytest.approx((-0.1 / n - half, -0.1 / n + half), rel=1e-12)
     for method in ("studentized", "bca", "percentile"):
-        booted = compare_models(per_query, queries, dataclasses.replace(settings, interval=method)).row(0, named=True)
+        booted = compare_models(per_query, queries, settings.model_copy(update={"interval": method})).row(0, named=True)
         assert booted["ci_high"] <= 0.0 and booted["share_above_zero"] == 0.0
     assert tied["mean_delta"] == pytest.approx(-0.1 / n, rel=1e-14)
     assert tied["sd_delta"] == pytest.approx(0.1 / np.sqrt(n), rel=1e-14)
@@ -97,7 +52,7 @@ def test_deltas_within_tie_epsilon_are_exactly_zero_in_every_statistic():
     assert tied["p_value"] == 1.0
     assert query_deltas(per_query, settings)["delta"].to_list() == [0.0] * (n - 1) + [-0.1]
     # Counting the dust as evidence (tie_epsilon 0) puts resample means above zero.
-    dust = compare_models(per_query, queries, dataclasses.replace(settings, tie_epsilon=0.0)).row(0, named=True)
+    dust = compare_models(per_query, queries, settings.model_copy(update={"tie_epsilon": 0.0})).row(0, named=True)
     assert dust["share_above_zero"] > 0.0 and (dust["wins"], dust["losses"]) == (18, 11)
 
 def test_comparisons_table_hand_checked():
@@ -169,14 +124,12 @@ def test_comparisons_table_hand_checked():
     assert set(table["seed"]) == {3} and set(table["n_resamples"]) == {2_000}
     assert set(table["resampling"]) == {"query"}
 
-
 def test_a_comparison_with_no_difference_is_exactly_zero_with_share_zero():
     base = per_query_table(models=("base",))
     table = compare_models(pl.concat([base, base.with_columns(pl.lit("twin").alias("model"))]), QUERIES, SETTINGS)
     for column in ("mean_delta", "ci_low", "ci_high", "boot_median", "share_above_zero", "d_z"):
         assert (table[column] == 0.0).all(), column
     assert (table["p_value"] == 1.0).all() and (table["decision"] == "not significant").all()
-
 
 def test_aliases_are_tested_once_and_listed_on_the_canonical_row():
     base = per_query_table()
@@ -198,7 +151,6 @@ def test_aliases_are_tested_once_and_listed_on_the_canonical_row():
     with pytest.raises(ValueError, match="'Hit@100' is listed as an alias of 'Recall@100' but differs"):
         compare_models(pl.concat([base, broken]), QUERIES, SETTINGS, aliases={"Hit@100": "Recall@100"})
 
-
 def test_truncated_slice_holds_the_queries_truncated_under_either_card():
     table = compare_models(per_query_table(), QUERIES, SETTINGS, truncated={"base": {"q1"}, "new": {"q5", "q6"}})
     truncated = table.filter(pl.col("slice_column") == "truncated")
@@ -209,28 +161,25 @@ def test_truncated_slice_holds_the_queries_truncated_under_either_card():
         plain = compare_models(per_query_table(), QUERIES, SETTINGS, truncated=truncated_ids)
         assert "truncated" not in set(plain["slice_column"])
 
-
 def test_values_outside_the_value_range_are_refused():
     outside = per_query_table().with_columns(pl.when(pl.col("query_id") == "q1").then(1.5).otherwise(pl.col("value")).alias("value"))
     with pytest.raises(ValueError, match=r"outside value_range \[0.0, 1.0\]"):
         compare_models(outside, QUERIES, SETTINGS)
-    unbounded = compare_models(outside, QUERIES, dataclasses.replace(SETTINGS, value_range=None))
+    unbounded = compare_models(outside, QUERIES, SETTINGS.model_copy(update={"value_range": None}))
     assert unbounded.height == 12
-
 
 def test_swapping_baseline_negates_deltas_and_intervals():
     forward = compare_models(per_query_table(), QUERIES, SETTINGS)
     backward = compare_models(
-        per_query_table(), QUERIES, dataclasses.replace(SETTINGS, baseline="new")
+        per_query_table(), QUERIES, SETTINGS.model_copy(update={"baseline": "new"})
     )
     np.testing.assert_array_equal(backward["mean_delta"], -forward["mean_delta"])
     np.testing.assert_array_equal(backward["ci_low"], -forward["ci_high"])
     np.testing.assert_array_equal(backward["ci_high"], -forward["ci_low"])
     np.testing.assert_array_equal(backward["wins"], forward["losses"])
 
-
 def test_group_column_resamples_and_flips_whole_groups():
-    settings = dataclasses.replace(SETTINGS, group_column="session")
+    settings = SETTINGS.model_copy(update={"group_column": "session"})
     table = compare_models(per_query_table(), QUERIES, settings)
     everything = row(table, "nDCG@10", "all", "all")
     assert (everything["n"], everything["n_units"]) == (6, 3)
@@ -238,11 +187,8 @@ def test_group_column_resamples_and_flips_whole_groups():
     # Group sums x 8: s1 = 1, s2 = 2, s3 = 5; |+-1 +-2 +-5| >= 8 only with one common sign.
     assert everything["p_value"] == 2 / 8
 
-
 def test_all_pairs_and_slice_columns_absent_from_the_dataset():
-    settings = dataclasses.replace(
-        SETTINGS, all_pairs=True, slice_columns=("category", "answerable"), length_buckets=()
-    )
+    settings = SETTINGS.model_copy(update={"all_pairs": True, "slice_columns": ("category", "answerable"), "length_buckets": ()})
     table = compare_models(per_query_table(models=("base", "new", "other")), QUERIES, settings)
     assert table.select("model_a", "model_b").unique(maintain_order=True).rows() == [
         ("base", "new"),
@@ -256,17 +202,15 @@ def test_all_pairs_and_slice_columns_absent_from_the_dataset():
         ("base", "new", "nDCG@10", "all"), ("base", "other", "nDCG@10", "all")]
     assert set(confirmatory["family_size"]) == {2} and table.filter(pl.col("family") == "exploratory").height == 16
 
-
 def test_a_query_missing_in_one_model_is_an_error_naming_it():
     with pytest.raises(ValueError, match=r"model 'new' has no rows for 1 queries .*\['q3'\]"):
         compare_models(per_query_table(drop={("new", "q3")}), QUERIES, SETTINGS)
     with pytest.raises(ValueError, match=r"model 'new' lacks 1 \(query, metric\) .*'q2' / nDCG@10"):
         query_deltas(per_query_table(drop={("new", "q2", "nDCG@10")}), SETTINGS)
 
-
 def test_other_input_errors_say_what_to_fix():
     with pytest.raises(ValueError, match="baseline model 'absent'"):
-        compare_models(per_query_table(), QUERIES, dataclasses.replace(SETTINGS, baseline="absent"))
+        compare_models(per_query_table(), QUERIES, SETTINGS.model_copy(update={"baseline": "absent"}))
     with pytest.raises(ValueError, match="missing from the queries table"):
         compare_models(per_query_table(), QUERIES.filter(pl.col("query_id") != "q6"), SETTINGS)
     both_lack = {("base", "q1", "Recall@100"), ("new", "q1", "Recall@100")}
@@ -275,105 +219,14 @@ def test_other_input_errors_say_what_to_fix():
     duplicated = pl.concat([per_query_table(), per_query_table().head(1)])
     with pytest.raises(ValueError, match="repeat a"):
         compare_models(duplicated, QUERIES, SETTINGS)
-    unknown_group = dataclasses.replace(SETTINGS, group_column="nope")
+    unknown_group = SETTINGS.model_copy(update={"group_column": "nope"})
     with pytest.raises(ValueError, match="group_column 'nope'"):
         compare_models(per_query_table(), QUERIES, unknown_group)
-
-
-@pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        ({"confidence": 1.5}, "confidence"),
-        ({"n_resamples": 10}, "too few"),
-        ({"tie_epsilon": -1.0}, "tie_epsilon"),
-        ({"min_slice_n": 0}, "min_slice_n"),
-        ({"length_buckets": (8, 4)}, "strictly increasing"),
-        ({"slice_columns": ("all",)}, "reserved"),
-    ],
-)
-def test_settings_are_validated(changes, message):
-    with pytest.raises(ValueError, match=message):
-        ComparisonSettings(baseline="base", **changes)
-
-
-def test_length_bucket_names():
-    assert length_bucket_names((4, 8, 16)) == ["<=4 words", "5-8 words", "9-16 words", ">16 words"]
-    assert length_bucket_names((1, 2)) == ["<=1 words", "2 words", ">2 words"]
-
-
-def test_regressions_list_worst_and_best_queries_with_their_documents():
-    qrels = pl.DataFrame(
-        {
-            "query_id": ["q4", "q4", "q4", "q5", "q6"],
-            "doc_id": ["d4", "d9", "d0", "d5", "d6"],
-            "relevance": [1, 2, 0, 1, 1],
-        }
-    )
-    runs = {
-        "base": pl.DataFrame(
-            {"query_id": ["q4", "q4", "q5"], "rank": [2, 1, 1], "doc_id": ["d1", "d4", "d7"]}
-        ),
-        "new": pl.DataFrame(
-            {"query_id": ["q4", "q5", "q6"], "rank": [1, 1, 1], "doc_id": ["d8", "d5", "d6"]}
-        ),
-    }
-    corpus = pl.DataFrame({"doc_id": ["d4", "d5", "d8"], "text": ["four", "five", "eight"]})
-    settings = dataclasses.replace(SETTINGS, worst_n=2)
-    listed = regressions(
-        per_query_table(), QUERIES, qrels, runs, settings, "nDCG@10", corpus=corpus
-    )
-    assert listed.select("direction", "rank", "query_id", "delta", "n_direction", "n_tied").rows() == [
-        ("regression", 1, "q4", -0.125, 1, 1),
-        ("improvement", 1, "q5", 0.375, 4, 2),  # tied with q6 on delta: query_id decides, disclosed
-        ("improvement", 2, "q6", 0.375, 4, 2),
-    ]
-    worst = listed.row(0, named=True)
-    assert (worst["value_a"], worst["value_b"], worst["text"]) == (0.5, 0.375, "w w w w")
-    assert worst["gold_doc_ids"] == ["d9", "d4"]  # most relevant first, non-relevant d0 dropped
-    assert (worst["top1_a"], worst["top1_b"]) == ("d4", "d8")
-    assert (worst["top1_a_text"], worst["top1_b_text"]) == ("four", "eight")
-    assert listed.row(2, named=True)["top1_a"] is None  # base retrieved nothing for q6
-
-    long_runs = pl.concat([run.with_columns(model=pl.lit(m)) for m, run in runs.items()])
-    same = regressions(per_query_table(), QUERIES, qrels, long_runs, settings, "nDCG@10")
-    assert same.columns == listed.columns[:-2]
-    assert same["top1_b"].to_list() == listed["top1_b"].to_list()
-
-    with pytest.raises(ValueError, match="runs has no rows for models \\['new'\\]"):
-        regressions(per_query_table(), QUERIES, qrels, {"base": runs["base"]}, settings, "nDCG@10")
-    with pytest.raises(ValueError, match="metric 'MAP@10' is not in per_query"):
-        regressions(per_query_table(), QUERIES, qrels, runs, settings, "MAP@10")
-
-
-def test_tukey_hsd_tables_give_letters_rank_intervals_and_simultaneous_intervals():
-    # Three models: "new" is far above "base" and "copy" (identical to base) on 6 queries.
-    copy = per_query_table(models=("base",)).with_columns(pl.lit("copy").alias("model"))
-    per_query = pl.concat([per_query_table(), copy])
-    settings = dataclasses.replace(SETTINGS, n_permutations=4_000)
-    models, pairs = tukey_hsd_tables(per_query, QUERIES, settings, "nDCG@10")
-    assert models.schema == pl.Schema(HSD_SCHEMA) and pairs.schema == pl.Schema(HSD_PAIR_SCHEMA)
-    assert models["model"].to_list() == ["new", "base", "copy"]  # best first
-    assert models["mean"].to_list() == pytest.approx([3.25 / 6, 2.25 / 6, 2.25 / 6])
-    assert pairs.select("model_a", "model_b").rows() == [("base", "copy"), ("base", "new"), ("copy", "new")]
-    same = pairs.row(0, named=True)
-    assert (same["mean_delta"], same["p_value"], same["significant"]) == (0.0, 1.0, False)
-    critical = models["critical_range"][0]
-    assert pairs["ci_high"].to_list() == pytest.approx([d + critical for d in pairs["mean_delta"]])
-    # base and copy always share a letter and a rank interval.
-    letters = dict(models.select("model", "letters").rows())
-    assert letters["base"] == letters["copy"]
-    ranks = {m: (lo, hi) for m, lo, hi in models.select("model", "rank_low", "rank_high").rows()}
-    assert ranks["base"] == ranks["copy"]
-    # With only two models there is nothing for an HSD to add.
-    two_models, two_pairs = tukey_hsd_tables(per_query_table(), QUERIES, settings, "nDCG@10")
-    assert two_models.is_empty() and two_pairs.is_empty()
-
 
 def test_a_dataset_with_only_the_baseline_gives_an_empty_typed_table():
     table = compare_models(per_query_table(models=("base",)), QUERIES, SETTINGS)
     assert table.is_empty()
     assert table.schema == pl.Schema(COMPARISON_SCHEMA)
-
 
 def test_queries_with_a_dataset_column_serve_several_datasets():
     second = per_query_table().with_columns(dataset=pl.lit("toy2"))
@@ -389,12 +242,3 @@ def test_queries_with_a_dataset_column_serve_several_datasets():
     first, second = (table.filter(pl.col("dataset") == d) for d in ("toy", "toy2"))
     np.testing.assert_array_equal(first["p_adjusted"], second["p_adjusted"])
     assert set(second["family_size"]) == {1, 11}
-
-
-def test_regressions_of_a_dataset_with_only_the_baseline_are_empty():
-    qrels = pl.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "relevance": [1]})
-    runs = {"base": pl.DataFrame({"query_id": ["q1"], "rank": [1], "doc_id": ["d1"]})}
-    alone = per_query_table(models=("base",))
-    listed = regressions(alone, QUERIES, qrels, runs, SETTINGS, "nDCG@10")
-    assert listed.is_empty()
-    assert "top1_b" in listed.columns
