@@ -9,7 +9,9 @@ endpoint, the request's context (e.g. the batch) and the status, and never carri
 (every message passes through :func:`redact`). The transport is ``requests`` and the retry
 decisions are urllib3's :class:`~urllib3.util.Retry` (which errors and statuses to retry, when
 retries run out, how to read ``Retry-After``); only the waits follow :class:`RetryPolicy`, and
-they go through an injectable ``sleep`` so that tests record them without waiting.
+they go through an injectable ``sleep`` so that tests record them without waiting. The two
+libraries are imported by the first client, not by this module: they cost some 50 ms that the
+importers of the encoders (the Dagster definitions, a warm run with nothing to do) need not pay.
 """
 
 from __future__ import annotations
@@ -19,21 +21,20 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from threading import Lock, local
-from typing import Any
-
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.exceptions import InvalidHeader
-from urllib3.response import BaseHTTPResponse
-from urllib3.util import Retry
+from typing import TYPE_CHECKING, Any
 
 from embedpyramid.hashing import sha256_json
 from embedpyramid.store import read_json, write_json
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _BODY_CHARS = 300
+
+if TYPE_CHECKING:
+    import requests
+    from urllib3.util import Retry
 
 
 class HttpError(RuntimeError):
@@ -107,38 +108,6 @@ class RateLimiter:
             self._next = now + self.interval
 
 
-class _PolicyRetry(Retry):
-    """urllib3's retry decisions with :class:`RetryPolicy`'s waits: the first retry already
-    waits ``backoff_seconds`` (urllib3 would retry at once), a parsable ``Retry-After`` (even
-    ``0``) replaces the computed wait, both capped at ``max_backoff_seconds``. Instead of
-    sleeping itself it hands each wait to ``before_retry``."""
-
-    RETRY_AFTER_STATUS_CODES = RETRYABLE_STATUSES  # a Retry-After never makes another status retryable
-
-    def __init__(self, *args: Any, policy: RetryPolicy | None = None,
-                 before_retry: Callable[[float], None] | None = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.policy = policy or RetryPolicy()
-        self.before_retry = before_retry or time.sleep
-
-    def new(self, **kw: Any) -> _PolicyRetry:
-        retry = super().new(**kw)
-        retry.policy, retry.before_retry = self.policy, self.before_retry
-        return retry
-
-    def get_backoff_time(self) -> float:
-        return self.policy.wait(len(self.history), None)
-
-    def sleep(self, response: BaseHTTPResponse | None = None) -> None:
-        retry_after = None
-        if response is not None and self.respect_retry_after_header:
-            try:
-                retry_after = self.get_retry_after(response)
-            except InvalidHeader:  # neither seconds nor a date: the computed backoff
-                retry_after = None
-        self.before_retry(self.policy.wait(len(self.history), retry_after))
-
-
 @dataclass
 class JsonClient:
     """POSTs JSON to one endpoint and returns the decoded JSON answer.
@@ -160,21 +129,16 @@ class JsonClient:
     retries_made: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
-        retry = _PolicyRetry(total=self.policy.attempts - 1, connect=None, read=None, status=None, other=None,
-                             allowed_methods=frozenset({"POST"}), status_forcelist=RETRYABLE_STATUSES,
-                             respect_retry_after_header=True, raise_on_status=False, policy=self.policy,
-                             before_retry=self._before_retry)
-        self._session = requests.Session()
+        self._session = _retrying_session(self.policy, self._before_retry)
         self._session.headers.update({"Content-Type": "application/json", **self.headers})
-        adapter = HTTPAdapter(max_retries=retry)
-        self._session.mount("http://", adapter)
-        self._session.mount("https://", adapter)
         self._counts = Lock()
         self._call = local()  # attempts of the post under way in this thread
 
     def post(self, payload: Any, *, context: str) -> Any:
         """The JSON answer to ``payload``; ``context`` (e.g. ``"batch 3 (texts 192-255)"``) names
         the request in errors. Raises :class:`HttpError` when it fails for good."""
+        import requests  # already loaded by the session
+
         self._call.attempts = 0
         self._start_attempt()
         try:
@@ -204,6 +168,64 @@ class JsonClient:
             self.retries_made += 1
         self.sleep(seconds)
         self._start_attempt()
+
+
+def _retrying_session(policy: RetryPolicy, before_retry: Callable[[float], None]) -> requests.Session:
+    """A session whose requests urllib3 retries as ``policy`` says, handing each wait to
+    ``before_retry``."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    retry = _policy_retry()(total=policy.attempts - 1, connect=None, read=None, status=None, other=None,
+                            allowed_methods=frozenset({"POST"}), status_forcelist=RETRYABLE_STATUSES,
+                            respect_retry_after_header=True, raise_on_status=False, policy=policy,
+                            before_retry=before_retry)
+    session = requests.Session()
+    adapter = HTTPAdapter(max_retries=retry)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+@cache
+def _policy_retry() -> type[Retry]:
+    """urllib3's :class:`~urllib3.util.Retry` with :class:`RetryPolicy`'s waits, defined on first
+    use (see the module docstring)."""
+    from urllib3.exceptions import InvalidHeader
+    from urllib3.util import Retry
+
+    class PolicyRetry(Retry):
+        """urllib3's retry decisions with :class:`RetryPolicy`'s waits: the first retry already
+        waits ``backoff_seconds`` (urllib3 would retry at once), a parsable ``Retry-After`` (even
+        ``0``) replaces the computed wait, both capped at ``max_backoff_seconds``. Instead of
+        sleeping itself it hands each wait to ``before_retry``."""
+
+        RETRY_AFTER_STATUS_CODES = RETRYABLE_STATUSES  # a Retry-After never makes another status retryable
+
+        def __init__(self, *args: Any, policy: RetryPolicy | None = None,
+                     before_retry: Callable[[float], None] | None = None, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.policy = policy or RetryPolicy()
+            self.before_retry = before_retry or time.sleep
+
+        def new(self, **kw: Any) -> PolicyRetry:
+            retry = super().new(**kw)
+            retry.policy, retry.before_retry = self.policy, self.before_retry
+            return retry
+
+        def get_backoff_time(self) -> float:
+            return self.policy.wait(len(self.history), None)
+
+        def sleep(self, response: Any = None) -> None:
+            retry_after = None
+            if response is not None and self.respect_retry_after_header:
+                try:
+                    retry_after = self.get_retry_after(response)
+                except InvalidHeader:  # neither seconds nor a date: the computed backoff
+                    retry_after = None
+            self.before_retry(self.policy.wait(len(self.history), retry_after))
+
+    return PolicyRetry
 
 
 def _decoded(response: requests.Response) -> tuple[int, str | None, Any]:
