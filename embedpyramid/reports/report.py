@@ -5,10 +5,10 @@ figures) and then rendered twice, so the two formats cannot drift apart. It open
 verdict, then a table of contents linking every section by anchor. The HTML file is the
 Jinja2 template ``templates/report.html.j2`` (autoescaped); it inlines its CSS and its SVG
 figures and references nothing outside itself (its only links are to its own anchors); the
-Markdown file links the same figures as SVG files that :func:`write_report`
-writes next to it. Text from the data is HTML-escaped in both formats, and in Markdown its
-Markdown syntax is escaped too (:func:`~embedpyramid.reports.tables.escape_markdown`): a query
-holding an image, a link, emphasis or a table row stays text.
+Markdown file links the same figures as SVG files that :func:`write_report` writes next to
+it. Text from the data is HTML-escaped in both formats, and in Markdown its Markdown syntax is
+escaped too (:func:`~embedpyramid.reports.tables.escape_markdown`): a query holding an image, a
+link, emphasis or a table row stays text.
 """
 
 from __future__ import annotations
