@@ -9,8 +9,10 @@ package they import, transitively (cycles end): module-level imports and the laz
 functions alike; ``from x import y`` counts ``x.y`` when that is a submodule (and then not ``x``
 for that name); relative imports resolve against the importing module. Imports under ``if
 TYPE_CHECKING:`` never run and do not count, nor does a parent package's ``__init__`` unless it
-is imported by name. A line of a docstring that reads like an import counts (a version changes
-too often, never too rarely). A dispatch by module *name* (``importlib``) is invisible to the
+is imported by name. A package's data files (those beside its ``__init__.py`` that are not
+Python, e.g. the report's templates) are part of that ``__init__``'s source: a template edit
+changes the version of whatever imports the package that renders it. A line of a docstring
+that reads like an import counts (a version changes too often, never too rarely). A dispatch by module *name* (``importlib``) is invisible to the
 scan: its caller names the modules it reaches (as the L2 task assets name their family's module,
 :func:`embedpyramid.config.tasks.task_family_module`).
 
@@ -176,7 +178,10 @@ class SourceTree:
                 is_package = path.name == "__init__.py"
                 imports = {found for statement in scan_imports(data.decode())
                            for found in self.resolve(statement, statement.names, module, is_package=is_package)}
-                self._sources[module] = _Source(path, hashlib.sha256(data).hexdigest(), frozenset(imports - {module}))
+                digest = hashlib.sha256(data)
+                for extra in _package_data(path) if is_package else ():
+                    digest.update(f"\0{extra.name}\0".encode() + extra.read_bytes())
+                self._sources[module] = _Source(path, digest.hexdigest(), frozenset(imports - {module}))
         found = self._sources[module]
         if found is None:
             raise SourceError(f"module {module!r} not found under {self.root} (no {module.replace('.', '/')}.py "
@@ -244,6 +249,12 @@ class SourceTree:
                     modules |= self.resolve(statement, [n for n in statement.names if n[1] in names])
             pending += [d for d in source.defs if d.indent == 0 and d.name in names and d not in done]
         return frozenset(modules)
+
+
+def _package_data(init: Path) -> list[Path]:
+    """The data files beside a package's ``__init__.py`` (templates, style sheets), by name."""
+    return sorted(path for path in init.parent.iterdir()
+                  if path.is_file() and path.suffix not in (".py", ".pyc") and not path.name.startswith("."))
 
 
 @cache

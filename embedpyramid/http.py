@@ -3,10 +3,15 @@ rate, a response cache on disk, and secrets kept out of every message.
 
 Remote backends (embedding APIs, chat endpoints) share one client so that they behave the
 same under failure: a retryable answer (timeouts, connection resets, HTTP 408/425/429/5xx) is
-retried with exponential backoff, honouring ``Retry-After``; anything else fails at once with
-an :class:`HttpError` that names the endpoint, the request's context (e.g. the batch) and the
-status, and never carries an API key (every message passes through :func:`redact`). Only the
-standard library is used, so the core stays installable without an HTTP package.
+retried with exponential backoff, honouring ``Retry-After`` in both its forms (delta-seconds
+and HTTP-date); anything else fails at once with an :class:`HttpError` that names the
+endpoint, the request's context (e.g. the batch) and the status, and never carries an API key
+(every message passes through :func:`redact`). The transport is ``requests`` and the retry
+decisions are urllib3's :class:`~urllib3.util.Retry` (which errors and statuses to retry, when
+retries run out, how to read ``Retry-After``); only the waits follow :class:`RetryPolicy`, and
+they go through an injectable ``sleep`` so that tests record them without waiting. The two
+libraries are imported by the first client, not by this module: they cost some 50 ms that the
+importers of the encoders (the Dagster definitions, a warm run with nothing to do) need not pay.
 """
 
 from __future__ import annotations
@@ -14,19 +19,22 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from threading import Lock
-from typing import Any
+from threading import Lock, local
+from typing import TYPE_CHECKING, Any
 
 from embedpyramid.hashing import sha256_json
 from embedpyramid.store import read_json, write_json
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _BODY_CHARS = 300
+
+if TYPE_CHECKING:
+    import requests
+    from urllib3.util import Retry
 
 
 class HttpError(RuntimeError):
@@ -106,7 +114,9 @@ class JsonClient:
 
     ``headers`` are sent with every request (an ``Authorization`` header among them);
     ``secrets`` are the strings that must never appear in an error (the API key). ``sleep`` is
-    injectable so tests need not wait.
+    injectable so tests need not wait. One ``requests`` session per client keeps connections
+    alive between requests; POST is retried because every caller's request is idempotent (an
+    embedding, a completion at temperature 0).
     """
 
     url: str
@@ -118,55 +128,124 @@ class JsonClient:
     attempts_made: int = field(default=0, init=False)
     retries_made: int = field(default=0, init=False)
 
+    def __post_init__(self) -> None:
+        self._session = _retrying_session(self.policy, self._before_retry)
+        self._session.headers.update({"Content-Type": "application/json", **self.headers})
+        self._counts = Lock()
+        self._call = local()  # attempts of the post under way in this thread
+
     def post(self, payload: Any, *, context: str) -> Any:
         """The JSON answer to ``payload``; ``context`` (e.g. ``"batch 3 (texts 192-255)"``) names
         the request in errors. Raises :class:`HttpError` when it fails for good."""
-        body = json.dumps(payload).encode("utf-8")
-        last_problem = "no attempt made"
-        for attempt in range(1, self.policy.attempts + 1):
-            self.limiter.wait()
-            self.attempts_made += 1
-            status, retry_after, problem, answer = self._attempt(body)
-            if problem is None:
-                return answer
-            last_problem = problem
-            if status is not None and status not in RETRYABLE_STATUSES:
-                break
-            if attempt < self.policy.attempts:
-                self.retries_made += 1
-                self.sleep(self.policy.wait(attempt, retry_after))
+        import requests  # already loaded by the session
+
+        self._call.attempts = 0
+        self._start_attempt()
+        try:
+            response = self._session.post(self.url, data=json.dumps(payload).encode("utf-8"),
+                                          timeout=self.policy.timeout_seconds)
+        except requests.RequestException as error:
+            status, problem, answer = None, _no_answer(error), None
+        else:
+            status, problem, answer = _decoded(response)
+        if problem is None:
+            return answer
+        attempts = self._call.attempts
         raise HttpError(
-            redact(f"POST {self.url} ({context}) failed after {attempt} attempt{'s' * (attempt > 1)}: "
-                   f"{last_problem}", self.secrets),
+            redact(f"POST {self.url} ({context}) failed after {attempts} attempt{'s' * (attempts > 1)}: "
+                   f"{problem}", self.secrets),
             status=status,
         )
 
-    def _attempt(self, body: bytes) -> tuple[int | None, float | None, str | None, Any]:
-        """(status, Retry-After seconds, problem or None, decoded answer)."""
-        request = urllib.request.Request(
-            self.url, data=body, method="POST", headers={"Content-Type": "application/json", **self.headers})
-        try:
-            with urllib.request.urlopen(request, timeout=self.policy.timeout_seconds) as response:
-                raw = response.read()
-                status = response.status
-        except urllib.error.HTTPError as error:
-            text = error.read().decode("utf-8", "replace")[:_BODY_CHARS]
-            return error.code, _retry_after(error.headers.get("Retry-After")), f"HTTP {error.code}: {text}", None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            return None, None, f"no answer ({type(reason).__name__}: {reason})", None
-        try:
-            return status, None, None, json.loads(raw)
-        except json.JSONDecodeError:
-            snippet = raw[:_BODY_CHARS].decode("utf-8", "replace")
-            return status, None, f"HTTP {status} with a body that is not JSON: {snippet!r}", None
+    def _start_attempt(self) -> None:
+        self.limiter.wait()
+        self._call.attempts += 1
+        with self._counts:
+            self.attempts_made += 1
+
+    def _before_retry(self, seconds: float) -> None:
+        with self._counts:
+            self.retries_made += 1
+        self.sleep(seconds)
+        self._start_attempt()
 
 
-def _retry_after(value: str | None) -> float | None:
+def _retrying_session(policy: RetryPolicy, before_retry: Callable[[float], None]) -> requests.Session:
+    """A session whose requests urllib3 retries as ``policy`` says, handing each wait to
+    ``before_retry``."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    retry = _policy_retry()(total=policy.attempts - 1, connect=None, read=None, status=None, other=None,
+                            allowed_methods=frozenset({"POST"}), status_forcelist=RETRYABLE_STATUSES,
+                            respect_retry_after_header=True, raise_on_status=False, policy=policy,
+                            before_retry=before_retry)
+    session = requests.Session()
+    adapter = HTTPAdapter(max_retries=retry)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+@cache
+def _policy_retry() -> type[Retry]:
+    """urllib3's :class:`~urllib3.util.Retry` with :class:`RetryPolicy`'s waits, defined on first
+    use (see the module docstring)."""
+    from urllib3.exceptions import InvalidHeader
+    from urllib3.util import Retry
+
+    class PolicyRetry(Retry):
+        """urllib3's retry decisions with :class:`RetryPolicy`'s waits: the first retry already
+        waits ``backoff_seconds`` (urllib3 would retry at once), a parsable ``Retry-After`` (even
+        ``0``) replaces the computed wait, both capped at ``max_backoff_seconds``. Instead of
+        sleeping itself it hands each wait to ``before_retry``."""
+
+        RETRY_AFTER_STATUS_CODES = RETRYABLE_STATUSES  # a Retry-After never makes another status retryable
+
+        def __init__(self, *args: Any, policy: RetryPolicy | None = None,
+                     before_retry: Callable[[float], None] | None = None, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.policy = policy or RetryPolicy()
+            self.before_retry = before_retry or time.sleep
+
+        def new(self, **kw: Any) -> PolicyRetry:
+            retry = super().new(**kw)
+            retry.policy, retry.before_retry = self.policy, self.before_retry
+            return retry
+
+        def get_backoff_time(self) -> float:
+            return self.policy.wait(len(self.history), None)
+
+        def sleep(self, response: Any = None) -> None:
+            retry_after = None
+            if response is not None and self.respect_retry_after_header:
+                try:
+                    retry_after = self.get_retry_after(response)
+                except InvalidHeader:  # neither seconds nor a date: the computed backoff
+                    retry_after = None
+            self.before_retry(self.policy.wait(len(self.history), retry_after))
+
+    return PolicyRetry
+
+
+def _decoded(response: requests.Response) -> tuple[int, str | None, Any]:
+    """(status, problem or None, decoded answer) of the last attempt's response."""
+    status, raw = response.status_code, response.content
+    if status >= 400:
+        return status, f"HTTP {status}: {raw.decode('utf-8', 'replace')[:_BODY_CHARS]}", None
     try:
-        return float(value) if value is not None else None
-    except ValueError:  # an HTTP date: fall back to the computed backoff
-        return None
+        return status, None, json.loads(raw)
+    except json.JSONDecodeError:
+        snippet = raw[:_BODY_CHARS].decode("utf-8", "replace")
+        return status, f"HTTP {status} with a body that is not JSON: {snippet!r}", None
+
+
+def _no_answer(error: requests.RequestException) -> str:
+    """What went wrong when no response came back; urllib3 wraps the last failure in a
+    ``MaxRetryError`` whose ``reason`` it is."""
+    reason = error.args[0] if error.args else error
+    reason = getattr(reason, "reason", reason)
+    return f"no answer ({type(reason).__name__}: {reason})"
 
 
 class ResponseCache:

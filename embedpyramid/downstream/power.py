@@ -82,10 +82,13 @@ def simulated_power(pool: np.ndarray, difference: float, n: int, alpha: float, n
     return rejections / n_simulations
 
 
-def queries_needed(pool: np.ndarray, difference: float, *, alpha: float, target: float, n_simulations: int,
-                   max_queries: int, seed: int) -> tuple[int | None, list[tuple[int, float]]]:
+def queries_needed_simulated(
+    pool: np.ndarray, difference: float, *, alpha: float, target: float, n_simulations: int, max_queries: int,
+    seed: int,
+) -> tuple[int | None, list[tuple[int, float]]]:
     """The smallest n (2 <= n <= max_queries) with simulated power >= target, or None, and the
-    (n, power) points evaluated on the way, sorted by n."""
+    (n, power) points evaluated on the way, sorted by n. The closed form for normal deltas of a
+    known sd is :func:`embedpyramid.stats.power.queries_needed`."""
     curve: dict[int, float] = {}
 
     def power(n: int) -> float:
@@ -116,8 +119,8 @@ def power_analysis(design: GradeDesign, *, difference: float, alpha: float, targ
     results = []
     for criterion, pool in centred_differences(design).items():
         sd = float(pool.std(ddof=1)) if pool.size > 1 else 0.0
-        n_required, curve = queries_needed(pool, difference, alpha=alpha, target=target, n_simulations=n_simulations,
-                                           max_queries=max_queries, seed=seed)
+        n_required, curve = queries_needed_simulated(pool, difference, alpha=alpha, target=target,
+                                                     n_simulations=n_simulations, max_queries=max_queries, seed=seed)
         note = "" if n_required is not None else f"power stays below {target} up to {max_queries} queries"
         if sd == 0.0:
             note = "every observed paired difference is the same: no variance to simulate from"

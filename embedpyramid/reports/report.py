@@ -2,22 +2,24 @@
 
 The report is built once as a sequence of blocks (headings, paragraphs, link lists, tables,
 figures) and then rendered twice, so the two formats cannot drift apart. It opens with the
-verdict, then a table of contents linking every section by anchor. The HTML file inlines its
-CSS and its SVG figures and references nothing outside itself (its only links are to its own
-anchors); the Markdown file links the same figures as SVG files that :func:`write_report`
-writes next to it. Text from the data is HTML-escaped in both formats, and in Markdown its
-Markdown syntax is escaped too (:func:`~embedpyramid.reports.tables.escape_markdown`): a query
-holding an image, a link, emphasis or a table row stays text.
+verdict, then a table of contents linking every section by anchor. The HTML file is the
+Jinja2 template ``templates/report.html.j2`` (autoescaped); it inlines its CSS and its SVG
+figures and references nothing outside itself (its only links are to its own anchors); the
+Markdown file links the same figures as SVG files that :func:`write_report` writes next to
+it. Text from the data is HTML-escaped in both formats, and in Markdown its Markdown syntax is
+escaped too (:func:`~embedpyramid.reports.tables.escape_markdown`): a query holding an image, a
+link, emphasis or a table row stays text.
 """
 
 from __future__ import annotations
 
-import html
 import os
 import re
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import polars as pl
+from markupsafe import Markup
 
 from embedpyramid.reports.overview import OverviewLine
 from embedpyramid.reports.svg import SVG_NAMESPACE, delta_histogram_svg, forest_plot_svg
@@ -35,34 +37,10 @@ from embedpyramid.reports.tables import (
     markdown_table,
     slice_summary,
 )
+from embedpyramid.reports.templates import render
 from embedpyramid.store import StorePath, store_path, write_text
 
 _PAIR_KEYS = ["dataset", "system", "model_a", "model_b"]
-_STYLE = """
-body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2rem auto;
-       max-width: 1320px; padding: 0 1rem; color: #222; line-height: 1.4; }
-h1, h2, h3 { line-height: 1.2; }
-table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.85rem; }
-th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
-th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-th { background: #f2f2f2; }
-tbody tr:nth-child(even) { background: #fafafa; }
-figure { margin: 1rem 0 2rem; overflow-x: auto; }
-svg { max-width: 100%; height: auto; }
-.table { overflow-x: auto; max-width: 100%; }
-td { overflow-wrap: break-word; }
-p, li, figcaption, summary, h1, h2, h3 { overflow-wrap: anywhere; }
-details { border-top: 1px solid #ddd; padding: 0.25rem 0; }
-details[open] { padding-bottom: 1rem; }
-summary { cursor: pointer; }
-summary > h2, summary > h3 { display: inline; }
-a.to-contents { position: fixed; right: 1rem; bottom: 1rem; background: #fff; border: 1px solid #2166ac;
-                border-radius: 4px; padding: 0.3rem 0.6rem; color: #2166ac; text-decoration: none; }
-@media (max-width: 600px) { body { margin: 1rem auto; } table { font-size: 0.75rem; } }
-figcaption { font-size: 0.85rem; color: #555; }
-p.note { color: #444; font-size: 0.9rem; }
-p.verdict { font-size: 1.05rem; border-left: 4px solid #2166ac; padding-left: 0.75rem; }
-"""
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,12 +107,14 @@ class _Heading:
     text: str
     anchor: str = ""
     folded: bool = False
+    kind: ClassVar[str] = "heading"
 
 
 @dataclass(frozen=True)
 class _Paragraph:
     text: str
     style: str = "note"
+    kind: ClassVar[str] = "paragraph"
 
 
 @dataclass(frozen=True)
@@ -142,14 +122,38 @@ class _Links:
     """A list of links to anchors of this report: (anchor, text)."""
 
     items: tuple[tuple[str, str], ...]
+    kind: ClassVar[str] = "links"
 
 
 @dataclass(frozen=True, eq=False)
 class _Table:
     frame: pl.DataFrame
+    kind: ClassVar[str] = "table"
 
 
 _Block = _Heading | _Paragraph | _Links | _Table | Figure
+
+
+@dataclass(frozen=True)
+class _Fold:
+    """In HTML, a folded heading and the blocks it folds."""
+
+    heading: _Heading
+    blocks: list[_HtmlBlock]
+    kind: ClassVar[str] = "fold"
+
+
+@dataclass(frozen=True)
+class _InlineFigure:
+    """In HTML, a figure's SVG inline (without its namespace: an HTML parser puts inline
+    ``<svg>`` in the SVG namespace by itself) and its caption."""
+
+    inline: Markup
+    caption: str
+    kind: ClassVar[str] = "figure"
+
+
+_HtmlBlock = _Heading | _Paragraph | _Links | _Table | _InlineFigure | _Fold
 
 
 @dataclass(frozen=True)
@@ -214,52 +218,36 @@ def render_markdown(report: ComparisonReport, *, figures_dir: str = "figures") -
 
 
 def render_html(report: ComparisonReport) -> str:
-    """The report as one self-contained HTML page: inline CSS and SVG, no scripts, no links
-    but to its own anchors.
+    """The report as one self-contained HTML page (template ``report.html.j2``): inline CSS and
+    SVG, no scripts, no links but to its own anchors.
 
     It fits the window: wide tables scroll inside their own box, figures shrink to the page,
     long words break. The sections of each model and each model pair (a further section, one
     pair's regressions) are folded into ``<details>``, so the page opens on the verdict and the
     shared tables; a "Contents" link stays in the corner of the window.
     """
-    parts = ['<a class="to-contents" href="#contents">↑ Contents</a>']
-    folds: list[int] = []  # levels of the open <details>, innermost last
+    return render("report.html.j2", title=report.title, blocks=_html_blocks(_blocks(report)), html_table=html_table)
 
-    def close_folds(level: int) -> None:
-        while folds and folds[-1] >= level:
-            parts.append("</details>")
-            folds.pop()
 
-    for block in _blocks(report):
-        match block:
-            case _Heading(level, text, anchor, folded):
-                close_folds(level)
-                identifier = f' id="{anchor}"' if anchor else ""
-                if folded:
-                    parts.append(f"<details{identifier}><summary><h{level}>{html.escape(text)}</h{level}></summary>")
-                    folds.append(level)
-                else:
-                    parts.append(f"<h{level}{identifier}>{html.escape(text)}</h{level}>")
-            case _Paragraph(text, style):
-                parts.append(f'<p class="{style}">{html.escape(text)}</p>')
-            case _Links(items):
-                links = "".join(f'<li><a href="#{anchor}">{html.escape(text)}</a></li>' for anchor, text in items)
-                parts.append(f"<ul>{links}</ul>")
-            case _Table(frame):
-                parts.append(f'<div class="table">{html_table(frame)}</div>' if frame.height
-                             else "<p><em>No rows.</em></p>")
-            case Figure(_, caption, svg):
-                # An HTML parser puts inline <svg> in the SVG namespace by itself.
-                inline = svg.replace(f' xmlns="{SVG_NAMESPACE}"', "", 1)
-                caption_html = f"<figcaption>{html.escape(caption)}</figcaption>"
-                parts.append(f"<figure>\n{inline}{caption_html}\n</figure>")
-    close_folds(0)
-    body = "\n".join(parts)
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{html.escape(report.title)}</title>\n<style>{_STYLE}</style>\n</head>\n"
-        f"<body>\n{body}\n</body>\n</html>\n"
-    )
+def _html_blocks(blocks: list[_Block]) -> list[_HtmlBlock]:
+    """``blocks`` with each folded heading and everything up to the next heading of its level or
+    above gathered into a :class:`_Fold`, and the figures inline."""
+    top: list[_HtmlBlock] = []
+    open_folds: list[_Fold] = []  # innermost last
+    for block in blocks:
+        if isinstance(block, _Heading):
+            while open_folds and open_folds[-1].heading.level >= block.level:
+                open_folds.pop()
+        into = open_folds[-1].blocks if open_folds else top
+        if isinstance(block, Figure):
+            into.append(_InlineFigure(Markup(block.svg.replace(f' xmlns="{SVG_NAMESPACE}"', "", 1)), block.caption))
+        elif isinstance(block, _Heading) and block.folded:
+            fold = _Fold(block, [])
+            into.append(fold)
+            open_folds.append(fold)
+        else:
+            into.append(block)
+    return top
 
 
 def write_report(out_dir: str | os.PathLike[str] | StorePath, report: ComparisonReport) -> ReportFiles:

@@ -4,6 +4,16 @@ and the building blocks other plots share (a standalone document, a text element
 Each function returns a standalone SVG document (with its ``xmlns``), usable as a file or as
 metadata; the HTML report inlines the same markup. Hover text comes from ``<title>`` elements,
 so no script is needed.
+
+Why hand-written SVG and not matplotlib (measured for issue 25 on the project's 2-core machine,
+under load, numpy and polars already imported): importing matplotlib's SVG backend
+(``matplotlib.figure`` + ``backend_svg``) took 0.9-1.2 s and needs seven more packages (97 MB:
+matplotlib, pillow, fonttools, kiwisolver, contourpy, cycler, pyparsing); this module took
+12-16 ms, with the table helpers it imports. The same 41-bin histogram of 300 deltas took
+1.3 ms and 6.2 kB here, 110-180 ms and 17 kB from matplotlib with its text kept as text (28 kB
+with glyphs as paths), and without the per-bar and per-slice ``<title>`` hover texts the report
+and its tests rely on. What matplotlib does better, the choice of axis ticks, :func:`_ticks`
+borrows.
 """
 
 from __future__ import annotations
@@ -308,15 +318,18 @@ def _padded_range(values: list[float]) -> tuple[float, float]:
 
 
 def _ticks(lo: float, hi: float, target: int = 5, *, signed: bool = True) -> list[tuple[float, str]]:
-    """About ``target`` round ticks (steps of 1, 2 or 5 x 10^k) inside [lo, hi], with labels
-    (with an explicit sign for deltas when ``signed``)."""
-    raw = (hi - lo) / target
-    exponent = math.floor(math.log10(raw))
-    step = min(m * 10.0**exponent for m in (1, 2, 5, 10) if m * 10.0**exponent >= raw)
+    """At most ``target + 1`` round ticks inside [lo, hi], with labels (with an explicit sign for
+    deltas when ``signed``): the smallest step of 1, 2 or 5 x 10^k that leaves no more, as
+    matplotlib's ``MaxNLocator(nbins=target, steps=[1, 2, 5, 10])`` chooses it, without widening
+    the range. On 20,000 random ranges (spans 0.01 to 100, padded as the plots pad them) it draws
+    3 to 6 ticks on 98.8% of axes (mean 4.5), where rounding range / target up to such a step
+    drew 2 to 5 (mean 3.5), and only 2 on 13.6% of axes."""
+    exponent = math.floor(math.log10((hi - lo) / target))
+
+    def inside(step: float) -> range:  # the multiples of step in [lo, hi], forgiving rounding
+        return range(math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9) + 1)
+
+    # A step of 10^(exponent + 1) is at least (hi - lo) / target: at most target + 1 ticks.
+    step = next(step for multiple in (1, 2, 5, 10) if len(inside(step := multiple * 10.0**exponent)) <= target + 1)
     decimals = max(0, -math.floor(math.log10(step)))
-    first = math.ceil(lo / step)
-    last = math.floor(hi / step)
-    return [
-        (i * step, f"{i * step + 0.0:{'+' if signed else ''}.{decimals}f}" if i else "0")
-        for i in range(first, last + 1)
-    ]
+    return [(i * step, f"{i * step + 0.0:{'+' if signed else ''}.{decimals}f}" if i else "0") for i in inside(step)]

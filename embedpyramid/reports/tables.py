@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from embedpyramid.config.slices import ALL_QUERIES
+from embedpyramid.reports.templates import macro
 
 _NUMERIC_TEXT = re.compile(r"^[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*\d[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*$")
 _FAMILY_LABELS = {"holm": "Holm", "bh": "BH"}
@@ -98,20 +99,13 @@ def markdown_table(table: pl.DataFrame) -> str:
 
 
 def html_table(table: pl.DataFrame) -> str:
-    """An HTML ``<table>`` of ``table``, every cell escaped, numeric columns right-aligned."""
+    """An HTML ``<table>`` of ``table``, every cell escaped, numeric columns right-aligned: the
+    macro of ``templates/table.html.j2``, returned as markup (a template inserts it as is)."""
     texts = column_texts(table)
-    numeric = {name: is_numeric(texts[name]) for name in table.columns}
-
-    def cell(tag: str, text: str, name: str) -> str:
-        attribute = ' class="num"' if numeric[name] else ""
-        return f"<{tag}{attribute}>{html.escape(text)}</{tag}>"
-
-    head = "".join(cell("th", name, name) for name in table.columns)
-    body = "\n".join(
-        "<tr>" + "".join(cell("td", texts[name][row], name) for name in table.columns) + "</tr>"
-        for row in range(table.height)
-    )
-    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+    numeric = [is_numeric(texts[name]) for name in table.columns]
+    header = list(zip(table.columns, numeric, strict=True))
+    rows = [[(texts[name][row], flag) for name, flag in header] for row in range(table.height)]
+    return macro("table.html.j2", "table")(header, rows)
 
 
 def is_numeric(texts: Sequence[str]) -> bool:

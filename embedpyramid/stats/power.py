@@ -51,7 +51,8 @@ def minimum_detectable_effect(
 
 def queries_needed(sd: float, delta: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
     """Smallest number of queries whose paired test detects ``delta`` with probability ``power``
-    when the deltas have standard deviation ``sd``."""
+    when the deltas have standard deviation ``sd`` (closed form; the L6 grades, discrete and
+    skewed, use :func:`embedpyramid.downstream.power.queries_needed_simulated` instead)."""
     _check(alpha, power)
     if not delta or not math.isfinite(sd) or sd < 0:
         raise ValueError(f"need a non-zero delta and a finite sd >= 0; got delta={delta}, sd={sd}")

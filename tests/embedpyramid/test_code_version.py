@@ -65,6 +65,16 @@ def test_editing_a_module_changes_exactly_the_versions_of_its_importers(tmp_path
     assert SourceTree(tmp_path, "pkg").version("pkg.api") == again["pkg.api"], "a version is a function of source"
 
 
+
+def test_the_data_files_beside_a_package_init_are_part_of_its_source(tmp_path):
+    write(tmp_path, {**PACKAGE, "pkg/sub/page.html.j2": "<p>{{ text }}</p>\n"})
+    before = {module: SourceTree(tmp_path, "pkg").version(module) for module in ("pkg.sub", "pkg.other", "pkg.api")}
+    (tmp_path / "pkg/sub/page.html.j2").write_text('<p class="note">{{ text }}</p>\n')
+    after = {module: SourceTree(tmp_path, "pkg").version(module) for module in before}
+    # A template edit reaches the importers of the package that holds it; pkg.other imports
+    # only pkg.sub.leaf, not the package.
+    assert {module for module in before if after[module] != before[module]} == {"pkg.sub"}
+
 def test_a_moved_tree_keeps_its_versions(tmp_path):
     write(tmp_path / "a", PACKAGE)
     write(tmp_path / "b", PACKAGE)

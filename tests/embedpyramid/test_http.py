@@ -1,5 +1,8 @@
 """The shared JSON client against a real local server: retries, backoff, rate, cache, secrets."""
 
+import time
+from email.utils import formatdate
+
 import pytest
 from stub_server import Reply, StubServer
 
@@ -31,6 +34,20 @@ def test_rate_limited_and_failing_answers_are_retried_with_backoff_and_retry_aft
     assert waits == [3.0, 1.0, 2.0]  # Retry-After first, then 0.5 * 2**1, 0.5 * 2**2
     assert (http.attempts_made, http.retries_made) == (4, 3)
 
+
+
+def test_a_retry_after_date_is_a_wait_until_that_date_and_an_unreadable_one_falls_back_to_backoff():
+    in_two_seconds = formatdate(int(time.time()) + 2, usegmt=True)  # whole seconds, as HTTP dates are
+    script = iter([Reply(status=503, json={}, headers={"Retry-After": in_two_seconds}),
+                   Reply(status=429, json={}, headers={"Retry-After": "soon"}),
+                   Reply(status=429, json={}, headers={"Retry-After": "60"}), Reply(json={"ok": 1})])
+    waits: list[float] = []
+    with StubServer(lambda request: next(script)) as server:
+        http = client(server.url, waits)
+        assert http.post({}, context="batch 4") == {"ok": 1}
+    assert 1.0 < waits[0] <= 2.0  # until the date, less the part of the second already gone
+    assert waits[1:] == [1.0, 8.0]  # the computed backoff, then Retry-After capped at max_backoff_seconds
+    assert (http.attempts_made, http.retries_made) == (4, 3)
 
 def test_a_client_error_fails_at_once_naming_context_and_status_but_never_the_key():
     with (StubServer(lambda request: Reply(status=401, json={"error": f"bad key {KEY}"})) as server,

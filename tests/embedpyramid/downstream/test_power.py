@@ -8,7 +8,7 @@ from embedpyramid.downstream.power import (
     centred_differences,
     normal_approximation,
     power_analysis,
-    queries_needed,
+    queries_needed_simulated,
     simulated_power,
 )
 
@@ -31,7 +31,8 @@ def test_simulated_power_matches_the_noncentral_t_for_normal_differences():
         simulated = simulated_power(POOL, 0.5, n, 0.05, 4000, seed=1)
         expected = closed_form_power(n)
         assert abs(simulated - expected) < 3 * np.sqrt(expected * (1 - expected) / 4000)
-    n_required, curve = queries_needed(POOL, 0.5, alpha=0.05, target=0.8, n_simulations=4000, max_queries=1000, seed=1)
+    n_required, curve = queries_needed_simulated(POOL, 0.5, alpha=0.05, target=0.8, n_simulations=4000,
+                                                 max_queries=1000, seed=1)
     assert abs(n_required - closed_form_n) <= 2
     evaluated = dict(curve)
     assert {2, 4, 8, 16, 32, 64} <= set(evaluated) and evaluated[n_required] >= 0.8 > evaluated[n_required - 1]
@@ -40,7 +41,8 @@ def test_simulated_power_matches_the_noncentral_t_for_normal_differences():
 
 def test_power_is_seeded_and_capped_by_max_queries():
     assert simulated_power(POOL, 0.2, 50, 0.05, 500, seed=3) == simulated_power(POOL, 0.2, 50, 0.05, 500, seed=3)
-    n_required, curve = queries_needed(POOL, 0.1, alpha=0.05, target=0.8, n_simulations=500, max_queries=40, seed=3)
+    n_required, curve = queries_needed_simulated(POOL, 0.1, alpha=0.05, target=0.8, n_simulations=500, max_queries=40,
+                                                 seed=3)
     assert n_required is None and curve[-1][0] == 40
     with pytest.raises(ValueError, match="at least 2"):
         simulated_power(POOL, 0.5, 1, 0.05, 10, seed=0)
@@ -65,6 +67,7 @@ def test_studies_with_identical_differences_do_not_count_as_rejections():
     # sd = 0 and no t; counting them as rejections would make n = 2 look powerful.
     pool = np.array([0.0] * 90 + [4.0] * 5 + [-4.0] * 5)
     assert simulated_power(pool, 0.25, 2, 0.05, 2000, seed=0) < 0.05
-    n_required, _ = queries_needed(pool, 0.25, alpha=0.05, target=0.8, n_simulations=2000, max_queries=5000, seed=0)
+    n_required, _ = queries_needed_simulated(pool, 0.25, alpha=0.05, target=0.8, n_simulations=2000, max_queries=5000,
+                                             seed=0)
     expected = normal_approximation(pool.std(ddof=1), 0.25, 0.05, 0.8)
     assert 0.8 * expected <= n_required <= 1.25 * expected

@@ -457,3 +457,17 @@ def test_the_hybrid_is_named_and_only_a_bca_fallback_is_marked():
     assert interval_method(mixed.filter(pl.col("interval") != "t")) == "studentized"
     only_bca = comparison_summary(mixed.filter(pl.col("interval") == "bca"))["unadjusted 95% CI"].to_list()
     assert interval_method(mixed.filter(pl.col("interval") == "bca")) == "bca" and not only_bca[0].endswith(" †")
+
+
+def test_axis_ticks_are_round_at_most_six_and_inside_the_range():
+    from embedpyramid.reports.svg import _ticks
+
+    assert [label for _, label in _ticks(-0.0152, 0.0485)] == ["-0.01", "0", "+0.01", "+0.02", "+0.03", "+0.04"]
+    assert [label for _, label in _ticks(0.8, 1.2, signed=False)] == ["0.8", "0.9", "1.0", "1.1", "1.2"]  # ends kept
+    assert [label for _, label in _ticks(-0.35, 0.35)] == ["-0.2", "0", "+0.2"]
+    rng = np.random.default_rng(1)
+    for _ in range(2_000):
+        lo = rng.uniform(-50, 50)
+        hi = lo + 10 ** rng.uniform(-3, 2)
+        ticks = [value for value, _ in _ticks(lo, hi)]
+        assert 2 <= len(ticks) <= 6 and all(lo - 1e-9 <= value <= hi + 1e-9 for value in ticks)
