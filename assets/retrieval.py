@@ -40,6 +40,7 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
         cached_embedding_path(store, model, frozen, "query"), cached_embedding_path(store, model, frozen, "document"),
         config.protocol.depth, config.protocol.search, search_metric(model.similarity, model.card.normalize),
         progress=partial(report, f"searched documents with {model.key}"),
+        ties_at_cut="last" if config.dataset(part.dataset).retrieval_protocol == "mteb" else "first",
     )
     run_dir = store.run_dir(part.dataset, model.key)
     write_parquet(result.table(), run_dir / f"{EXACT}.parquet")

@@ -150,7 +150,8 @@ def _dataset_source(config: ProjectConfig, dataset: str | None) -> dict[str, Any
     Touching a file without changing it makes the source look new; the re-freeze then yields
     the same content hash, so nothing downstream moves.
     """
-    entry = config.dataset(str(dataset)).model_dump(mode="json", exclude={"drop_self_hits", "group_column", *L3_FIELDS})
+    entry = config.dataset(str(dataset)).model_dump(
+        mode="json", exclude={"drop_self_hits", "group_column", "retrieval", *L3_FIELDS})
     try:
         files = [[str(path), path.stat().st_size, path.stat().st_mtime_ns] for path in source_files(config, str(dataset))]
     except (OSError, ValueError) as error:
@@ -173,9 +174,17 @@ DATASET_SOURCE = Facet(
     _dataset_source,
     "dataset",
 )
+def _search(config: ProjectConfig, _: str | None) -> dict[str, Any]:
+    # Listed only when some dataset follows MTEB, so a config without one keeps its version.
+    mteb = [name for name, spec in config.datasets.items() if spec.retrieval_protocol == "mteb"]
+    return {"depth": config.protocol.depth, **({"ties_at_cut_last": mteb} if mteb else {})}
+
+
 SEARCH = Facet(
-    "search", "protocol.yaml depth: documents retrieved per query by exact search.",
-    lambda config, _: {"depth": config.protocol.depth},
+    "search",
+    "protocol.yaml depth: documents retrieved per query by exact search; and the datasets under "
+    "retrieval.protocol mteb, whose search keeps the larger doc ids among documents tied at its cut.",
+    _search,
 )
 MEASURES = Facet(
     "measures", "protocol.yaml k_values: the retrieval measures computed per query.",
@@ -183,7 +192,8 @@ MEASURES = Facet(
 )
 CONVENTIONS = Facet(
     "conventions",
-    "Each dataset's metric conventions: protocol.yaml gain and relevance_threshold, the dataset's drop_self_hits.",
+    "Each dataset's metric conventions: protocol.yaml gain, relevance_threshold and ties, the dataset's "
+    "drop_self_hits; or, under retrieval.protocol mteb, MTEB's conventions with the mteb version and top_k.",
     lambda config, dataset: config.protocol.conventions(config.dataset(str(dataset))).as_dict(),
     "dataset",
 )
@@ -264,7 +274,7 @@ def _task_dataset(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:
         source = resolve_path(config.directory, path)
         files = [[str(source), source.stat().st_size, source.stat().st_mtime_ns] if source.is_file()
                  else f"missing: {source}"]
-    return {"entry": spec.model_dump(mode="json"), "files": files}
+    return {"entry": spec.model_dump(mode="json", exclude={"retrieval"}), "files": files}
 
 
 TASK_FACETS = tuple(Facet(

@@ -24,6 +24,7 @@ from embedpyramid.config.tasks import (
     ClassificationSettings,
     ClusteringSettings,
     PairClassificationSettings,
+    RetrievalSettings,
     StsSettings,
     Task,
     TaskSettings,
@@ -35,7 +36,8 @@ class DatasetEntry(Strict):
     by, whether queries are also documents (self-hits are dropped), the resampling group column,
     what to do with empty texts (``keep``: encoded as the empty string and listed in the
     manifest; ``drop``: removed with the qrels that name them, all listed; ``error``), the L2 task
-    that evaluates it with, optionally, that task's settings block, its role in
+    that evaluates it with, optionally, that task's settings block (``retrieval:`` holds the
+    retrieval protocol, :class:`~embedpyramid.config.tasks.RetrievalSettings`), its role in
     the transfer analysis, the measure models are ranked by there (default: the protocol's
     ``report_metric``), published scores (typed under ``reference`` or imported from MTEB result
     files under ``mteb_results``), and where the gold answers of L6 come from
@@ -52,6 +54,7 @@ class DatasetEntry(Strict):
     classification: ClassificationSettings | None = None
     clustering: ClusteringSettings | None = None
     bitext: BitextSettings | None = None
+    retrieval: RetrievalSettings | None = None
     role: Literal["public", "own"] = "own"
     confirmatory_metric: str | None = None
     reference: list[ReferenceScore] = Field(default_factory=list)
@@ -88,6 +91,9 @@ class DatasetEntry(Strict):
                     f"settings block '{task}' belongs to task {task!r}, but this entry's task is {self.task!r}; "
                     f"set task: {task} or rename the block to '{self.task}'"
                 )
+        if self.retrieval is not None and self.task != "retrieval":
+            raise ValueError(f"settings block 'retrieval' belongs to task 'retrieval', but this entry's task is "
+                             f"{self.task!r}; set the protocol in the '{self.task}' block")
         if self.drop_self_hits and self.task != "retrieval":
             raise ValueError(f"drop_self_hits applies to retrieval only, not to task {self.task!r}")
         self._check_references()
@@ -128,6 +134,11 @@ class DatasetEntry(Strict):
             if protocol != "mteb":
                 raise ValueError(f"mteb_results: MTEB scores follow MTEB's protocol but the dataset is evaluated under "
                                  f"{protocol!r}; set {self.task}.protocol: mteb on the dataset")
+
+    @property
+    def retrieval_protocol(self) -> str:
+        """``project`` or ``mteb``: the protocol this retrieval dataset is scored under."""
+        return self.retrieval.protocol if self.retrieval is not None else "project"
 
     @property
     def task_settings(self) -> TaskSettings | None:

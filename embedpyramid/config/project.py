@@ -93,6 +93,9 @@ def load_config(directory: str | Path) -> ProjectConfig:
     check_reference_models(folder / "datasets.yaml", entries, list(models))
     retrieval = {name: spec for name, spec in entries.items() if spec.task == "retrieval"}
     tasks = {name: spec for name, spec in entries.items() if spec.task != "retrieval"}
+    for name, spec in retrieval.items():
+        if (problem := protocol.mteb_depth_problem(spec)) is not None:
+            raise ConfigError(f"{folder / 'datasets.yaml'}: datasets.{name}: {problem}")
     systems_path = folder / "systems.yaml"
     systems = load_systems_config(systems_path, models, retrieval, ann) if systems_path.is_file() else None
     judge = folder / "judge.yaml"

@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from embedpyramid.config.base import Strict, format_validation, read_yaml
 from embedpyramid.config.datasets import AnyDataset
+from embedpyramid.config.tasks import MTEB_VERSION
 from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.measures import Measure, default_measures
 
@@ -68,10 +69,30 @@ class Protocol(Strict):
                              f"allowed: {', '.join(allowed)}")
         return self
 
+    def mteb_depth_problem(self, dataset: AnyDataset) -> str | None:
+        """Why this protocol's run cannot give MTEB's numbers for an ``mteb`` dataset, or None.
+
+        MTEB drops a self-hit from its top_k documents, so a query that retrieves itself keeps
+        top_k - 1; a run of ``depth`` < top_k that drops it keeps depth - 1, one fewer than MTEB
+        at a cutoff equal to depth."""
+        settings = dataset.retrieval
+        if settings is None or settings.protocol != "mteb" or not dataset.drop_self_hits:
+            return None
+        if self.depth < settings.top_k and self.depth == max(self.k_values):
+            return (f"retrieval.protocol mteb with drop_self_hits needs protocol.yaml depth ({self.depth}) at least "
+                    f"retrieval.top_k ({settings.top_k}) or above the largest k ({max(self.k_values)}): MTEB drops "
+                    "self-hits from its top_k documents, the project from its depth")
+        return None
+
     def measures(self) -> list[Measure]:
         return default_measures(sorted(set(self.k_values)))
 
     def conventions(self, dataset: AnyDataset) -> MetricConventions:
+        """The dataset's metric conventions: protocol.yaml's, or MTEB's under ``retrieval:
+        {protocol: mteb}`` (with the dataset's drop_self_hits either way)."""
+        if dataset.retrieval is not None and dataset.retrieval.protocol == "mteb":
+            return MetricConventions.mteb(drop_self_hits=dataset.drop_self_hits, top_k=dataset.retrieval.top_k,
+                                          mteb_version=MTEB_VERSION)
         return MetricConventions(
             gain=self.gain,
             relevance_threshold=self.relevance_threshold,

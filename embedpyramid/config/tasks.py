@@ -48,6 +48,22 @@ class TaskSettings(Strict):
     protocol: Protocol = "project"
 
 
+class RetrievalSettings(Strict):
+    """The ``retrieval:`` block of a retrieval dataset. ``protocol: project`` (the default) scores
+    the run under protocol.yaml's conventions; ``protocol: mteb`` follows mteb 2.26's
+    ``AbsTaskRetrieval`` exactly (:data:`MTEB_VERSION`): the search keeps the larger doc ids
+    among documents tied at its cut, as MTEB's heap does, and the metrics follow
+    :meth:`embedpyramid.retrieval.metrics.conventions.MetricConventions.mteb` — pytrec_eval's
+    order and measures over every query with qrels (one whose qrels are all grade 0 scores 0),
+    the run cut at ``top_k`` before the dataset's ``drop_self_hits`` (the task's
+    ``ignore_identical_ids``) drops self-hits. ``top_k`` is MTEB's search depth, the largest of
+    the task's ``k_values`` (1000 by default in ``AbsTaskRetrieval``). protocol.yaml's ``gain``,
+    ``relevance_threshold`` and ``ties`` do not apply to an ``mteb`` dataset."""
+
+    protocol: Protocol = "project"
+    top_k: int = Field(1000, ge=1)
+
+
 class StsSettings(TaskSettings):
     """STS: cosine of the two texts against the human score (Spearman primary, Pearson)."""
 

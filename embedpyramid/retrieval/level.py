@@ -25,7 +25,7 @@ from embedpyramid.encode import embedding_rows, iter_embedding_blocks, read_embe
 from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.evaluate import RetrievalEvaluation, evaluate_run
 from embedpyramid.retrieval.metrics.measures import Measure
-from embedpyramid.retrieval.search import Metric, exact_topk, run_table
+from embedpyramid.retrieval.search import Metric, TiesAtCut, exact_topk, run_table
 from embedpyramid.store import PER_QUERY_SCHEMA, read_frame, read_table_metadata, write_parquet
 
 
@@ -58,10 +58,11 @@ class SearchResult:
 
 def search_embeddings(
     query_path: Path, document_path: Path, depth: int, settings: SearchSettings, metric: Metric = "inner_product",
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, ties_at_cut: TiesAtCut = "first",
 ) -> SearchResult:
     """Exact top-``depth`` of every query over every document under ``metric``, as a long-format
-    run table. The documents are streamed from their table ``doc_block_size`` rows at a time."""
+    run table. The documents are streamed from their table ``doc_block_size`` rows at a time;
+    documents tied at the cut are kept by ``ties_at_cut`` (:func:`exact_topk`)."""
     query_ids, queries = read_embeddings(query_path)
     doc_ids: list[str] = []
 
@@ -73,7 +74,7 @@ def search_embeddings(
     start = time.perf_counter()
     scores, indices = exact_topk(queries, blocks(), depth, metric=metric, doc_block_size=settings.doc_block_size,
                                  query_block_size=settings.query_block_size, n_documents=embedding_rows(document_path),
-                                 progress=progress)
+                                 progress=progress, ties_at_cut=ties_at_cut)
     seconds = time.perf_counter() - start
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else os.cpu_count() or 1
@@ -99,7 +100,8 @@ class ScoredRun:
             "aliases": self.aliases,
             "evaluated_queries": self.per_query["query_id"].n_unique(),
             "excluded_queries": len(self.excluded_query_ids),
-            "excluded_reason": "no qrel at or above the relevance threshold",
+            "excluded_reason": ("no qrel at or above the relevance threshold" if self.conventions.queries == "with_positive"
+                                else "no qrel"),
             # Queries whose score ties straddle a cutoff: the ones the tie rule decides.
             "tied_queries": len(self.tied_queries),
             "tie_groups_at_cutoffs": self.tied_queries,

@@ -12,7 +12,9 @@ The documents are consumed block by block, each block once, while a running top-
 is merged (torch, imported when a search runs): peak memory is the queries, their top-k, one
 block of documents and one ``query_block_size × doc_block_size`` block of scores — never the
 corpus. Ties in score are broken by document position, and the corpus is stored sorted by
-doc_id, so ties go to the smaller doc_id — the convention every metric in this project assumes.
+doc_id: by default (``ties_at_cut="first"``) ties go to the smaller doc_id — the convention every
+metric in this project assumes; ``"last"`` keeps the larger ones, as MTEB's search does (its
+heap of ``(score, doc_id)`` pairs pops the smallest pair).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     import torch
 
 Metric = Literal["inner_product", "cosine", "l2"]
+TiesAtCut = Literal["first", "last"]
 
 RUN_SCHEMA = pa.schema([
     ("query_id", pa.string()), ("rank", pa.int32()), ("doc_id", pa.string()), ("score", pa.float32()),
@@ -38,24 +41,30 @@ def search_metric(similarity: Metric, normalized: bool) -> Metric:
     return "inner_product" if similarity == "cosine" and normalized else similarity
 
 
-def _order_by_score_then_index(values: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sort each row by (score descending, index ascending)."""
+def _order_by_score_then_index(values: torch.Tensor, indices: torch.Tensor,
+                               last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sort each row by (score descending, index ascending; descending when ``last``)."""
     import torch
 
-    by_index = torch.argsort(indices, dim=1)
+    by_index = torch.argsort(indices, dim=1, descending=last)
     values, indices = values.gather(1, by_index), indices.gather(1, by_index)
     by_score = torch.sort(values, dim=1, descending=True, stable=True).indices
     return values.gather(1, by_score), indices.gather(1, by_score)
 
 
-def _block_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-k of each row with ties at the k-th score resolved to the smallest indices.
+def _block_topk(scores: torch.Tensor, k: int, last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k of each row with ties at the k-th score resolved to the smallest indices (the
+    largest when ``last``: the same selection on the row read backwards).
 
     ``torch.topk`` picks arbitrarily among values equal to the k-th. A row is ambiguous only
     when its (k+1)-th largest value equals its k-th, so one extra column finds those rows (far
     cheaper than counting ties over the whole block); they are redone with a stable sort.
     """
     import torch
+
+    if last:
+        values, indices = _block_topk(scores.flip(1), k)
+        return values, scores.shape[1] - 1 - indices
 
     extra = min(k + 1, scores.shape[1])
     values, indices = torch.topk(scores, extra, dim=1, largest=True, sorted=True)
@@ -92,10 +101,11 @@ def _prepared_block(block: np.ndarray, metric: Metric) -> np.ndarray:
     return block
 
 
-def order_rows(scores: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort each row by (score descending, index ascending); missing entries (index -1) last."""
+def order_rows(scores: np.ndarray, indices: np.ndarray, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sort each row by (score descending, index ascending; descending when ``last``); missing
+    entries (index -1) last."""
     scores = np.where(indices < 0, -np.inf, scores).astype(np.float32)
-    order = np.lexsort((indices, -scores), axis=-1)
+    order = np.lexsort((-indices if last else indices, -scores), axis=-1)
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(indices, order, axis=1)
 
 
@@ -109,16 +119,25 @@ def exact_topk(
     query_block_size: int = 1024,
     n_documents: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    ties_at_cut: TiesAtCut = "first",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-k of every query over all documents under ``metric`` (see the module docstring).
 
     ``documents`` is a matrix (cut into blocks of ``doc_block_size``) or an iterable of blocks
     in corpus order, e.g. :func:`embedpyramid.encode.iter_embedding_blocks` over a stored table;
     each block is read once. Returns ``(scores, indices)`` of shape (n_queries, min(k,
-    n_documents)), each row ordered by score descending then document index ascending.
-    ``progress(done, total)`` counts documents (``total`` is ``n_documents`` or 0 if unknown).
+    n_documents)), each row ordered by score descending then document index ascending
+    (``ties_at_cut="first"``), or descending (``"last"``): documents tied at the k-th score are
+    kept by the smallest, or the largest, index. ``"last"`` over a corpus in doc_id order keeps
+    the top-k set of MTEB's search (``chunked_full_corpus_search``, mteb 2.26), ordered as
+    pytrec_eval ranks it, wherever MTEB's per-chunk ``torch.topk(k + 1)`` returns every
+    document of the tie group at its cut (which of more tied documents torch returns is not
+    specified). ``progress(done, total)`` counts documents (``total`` is ``n_documents`` or 0
+    if unknown).
     """
     import torch
+
+    last = ties_at_cut == "last"
 
     if isinstance(documents, np.ndarray):
         if documents.ndim != 2:
@@ -143,16 +162,18 @@ def exact_topk(
                 # The product goes through numpy's BLAS (OpenBLAS), measured faster than torch's
                 # for these shapes on this class of CPU; the selection and merge run in torch.
                 scores = torch.from_numpy(prepared[q_start : q_start + query_block_size] @ block.T)
-                values, indices = _block_topk(scores, block_k)
+                values, indices = _block_topk(scores, block_k, last)
                 indices += seen
                 current = best[position]
                 if current is None:
                     best[position] = (values, indices)
                     continue
                 # Earlier blocks hold smaller indices, so a stable sort of [best, block] keeps
-                # the (score desc, index asc) order without re-sorting by index.
-                merged_values = torch.cat([current[0], values], dim=1)
-                merged_indices = torch.cat([current[1], indices], dim=1)
+                # the (score desc, index asc) order without re-sorting by index ([block, best]
+                # keeps index desc).
+                first, second = ((values, indices), current) if last else (current, (values, indices))
+                merged_values = torch.cat([first[0], second[0]], dim=1)
+                merged_indices = torch.cat([first[1], second[1]], dim=1)
                 order = torch.sort(merged_values, dim=1, descending=True, stable=True).indices[:, :k]
                 best[position] = (merged_values.gather(1, order), merged_indices.gather(1, order))
             seen += len(block)
@@ -168,7 +189,7 @@ def exact_topk(
             all_indices[q_start : q_start + query_block_size] = current[1].numpy()
     if metric == "l2":
         query_norms = np.einsum("nd,nd->n", queries, queries, dtype=np.float32)[:, None]
-        return order_rows(2 * all_scores - query_norms, all_indices)
+        return order_rows(2 * all_scores - query_norms, all_indices, last)
     return all_scores, all_indices
 
 

@@ -336,3 +336,29 @@ def test_remote_cards_hash_the_endpoint_and_model_not_the_key_price_or_rate(writ
 def test_bad_remote_cards_name_the_key(write_configs, card, message):
     with pytest.raises(ConfigError, match=message):
         load_config(write_configs(models={"x": card}))
+
+
+def test_retrieval_protocol_mteb_sets_mtebs_conventions(write_configs):
+    """``retrieval: {protocol: mteb}`` gives MTEB's conventions (recorded with the mteb version);
+    the default dataset's conventions are recorded exactly as before."""
+    from embedpyramid.config.tasks import MTEB_VERSION
+
+    datasets = {"faq": {"loader": "chatterbot", "categories": ["ai"]},
+                "faq-mteb": {"loader": "chatterbot", "categories": ["ai"], "drop_self_hits": True,
+                             "retrieval": {"protocol": "mteb", "top_k": 100}}}
+    config = load_config(write_configs(datasets=datasets))
+    assert config.protocol.conventions(config.dataset("faq")).as_dict() == {
+        "gain": "linear", "relevance_threshold": 1, "drop_self_hits": False, "ties": "expected"}
+    assert config.protocol.conventions(config.dataset("faq-mteb")).as_dict() == {
+        "gain": "linear", "relevance_threshold": 1, "drop_self_hits": True, "ties": "trec_eval",
+        "queries": "with_qrels", "top_k": 100, "protocol": "mteb", "mteb_version": MTEB_VERSION}
+
+
+def test_retrieval_protocol_mteb_refusals(write_configs):
+    with pytest.raises(ConfigError, match="belongs to task 'retrieval'"):
+        load_config(write_configs("a", datasets={"q": {"loader": "chatterbot", "task": "classification",
+                                                       "retrieval": {"protocol": "mteb"}}}))
+    # depth 100 = the largest k, below MTEB's top_k 1000, with self-hits dropped: one document short
+    with pytest.raises(ConfigError, match="depth .100. at least retrieval.top_k .1000."):
+        load_config(write_configs("b", datasets={"q": {"loader": "chatterbot", "drop_self_hits": True,
+                                                       "retrieval": {"protocol": "mteb"}}}))

@@ -1,10 +1,15 @@
 """The metric conventions: every choice that changes a number is a setting recorded beside it."""
 
-from dataclasses import asdict, dataclass
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
 from typing import Literal
 
 GAIN_KINDS: tuple[str, ...] = ("linear", "exponential")
 TIE_RULES: tuple[str, ...] = ("expected", "trec_eval", "doc_id")
+QUERY_SETS: tuple[str, ...] = ("with_positive", "with_qrels")
+PROTOCOLS: tuple[str, ...] = ("project", "mteb")
+_RECORDED_WHEN_SET = ("queries", "top_k", "protocol", "mteb_version")
 
 
 @dataclass(frozen=True)
@@ -24,14 +29,42 @@ class MetricConventions:
       random ranking would; ``"trec_eval"``: trec_eval's order, score descending then doc_id
       descending; ``"doc_id"``: score descending then doc_id ascending.
 
+    - ``queries``: which queries are averaged. ``"with_positive"``: those with a qrel at or above
+      the threshold (the others are excluded and listed); ``"with_qrels"``: every query with any
+      qrel row, so a query whose qrels are all grade <= 0 scores 0 on every measure but Judged@k
+      (what pytrec_eval, and so MTEB, averages over).
+    - ``top_k``: when set, each query's run is first cut to its ``top_k`` documents by score
+      descending then doc_id descending, *before* self-hits are dropped: MTEB searches its
+      ``top_k`` (the largest of the task's ``k_values``) and only then drops the identical ids,
+      so a query that retrieves itself keeps ``top_k - 1`` documents.
+    - ``protocol``: ``"project"`` (the settings above, freely chosen) or ``"mteb"``: the bundle
+      that reproduces MTEB's ``RetrievalEvaluator.evaluate`` (``mteb_version``, see
+      :meth:`mteb`): linear gain, threshold 1, trec_eval's tie order, every query with qrels,
+      the run cut at ``top_k``, self-hits dropped as the task's ``ignore_identical_ids`` says.
+
     Negative grades are judged non-relevant, as in trec_eval: gain 0, never relevant, but
-    judged (they count for Judged@k).
+    judged (they count for Judged@k). :meth:`as_dict` records ``queries``, ``top_k``,
+    ``protocol`` and ``mteb_version`` only where they differ from their defaults, so the
+    project's default conventions are recorded as they always were.
     """
 
     gain: Literal["linear", "exponential"] = "linear"
     relevance_threshold: int = 1
     drop_self_hits: bool = False
     ties: Literal["expected", "trec_eval", "doc_id"] = "expected"
+    queries: Literal["with_positive", "with_qrels"] = "with_positive"
+    top_k: int | None = None
+    protocol: Literal["project", "mteb"] = "project"
+    mteb_version: str | None = None
+
+    @classmethod
+    def mteb(cls, *, drop_self_hits: bool, top_k: int, mteb_version: str) -> MetricConventions:
+        """MTEB's conventions (``AbsTaskRetrieval`` and ``calculate_retrieval_scores`` of
+        ``mteb_version``): pytrec_eval's measures (linear-gain ``ndcg_cut``, relevance level 1,
+        ties by doc id descending) over every query that has qrels, the run cut at ``top_k``
+        before ``ignore_identical_ids`` (``drop_self_hits``) drops self-hits."""
+        return cls(gain="linear", relevance_threshold=1, drop_self_hits=drop_self_hits, ties="trec_eval",
+                   queries="with_qrels", top_k=top_k, protocol="mteb", mteb_version=mteb_version)
 
     def __post_init__(self) -> None:
         if self.gain not in GAIN_KINDS:
@@ -51,7 +84,24 @@ class MetricConventions:
             raise ValueError(
                 f"drop_self_hits must be True or False (got {self.drop_self_hits!r})"
             )
+        if self.queries not in QUERY_SETS:
+            raise ValueError(f"unknown queries rule {self.queries!r}; allowed values: {', '.join(QUERY_SETS)}")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int)
+                                       or self.top_k < 1):
+            raise ValueError(f"top_k must be a positive integer or None (got {self.top_k!r})")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; allowed values: {', '.join(PROTOCOLS)}")
+        if (self.protocol == "mteb") != (self.mteb_version is not None):
+            raise ValueError("mteb_version names the mteb release of protocol 'mteb'; set both or neither")
+        if self.protocol == "mteb":
+            mteb = {"gain": "linear", "relevance_threshold": 1, "ties": "trec_eval", "queries": "with_qrels"}
+            wrong = {name: getattr(self, name) for name, value in mteb.items() if getattr(self, name) != value}
+            if wrong or self.top_k is None:
+                raise ValueError(f"protocol 'mteb' fixes {mteb} and needs MTEB's top_k; got {wrong or 'top_k=None'}")
 
-    def as_dict(self) -> dict[str, str | int | bool]:
-        """Plain JSON-able dict, recorded in the manifest of every metric table."""
-        return asdict(self)
+    def as_dict(self) -> dict[str, str | int | bool | None]:
+        """Plain JSON-able dict, recorded in the manifest of every metric table; the MTEB-era
+        settings (``queries``, ``top_k``, ``protocol``, ``mteb_version``) only when set."""
+        defaults = {field.name: field.default for field in fields(self)}
+        return {key: value for key, value in asdict(self).items()
+                if key not in _RECORDED_WHEN_SET or value != defaults[key]}

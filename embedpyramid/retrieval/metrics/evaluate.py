@@ -16,7 +16,14 @@ from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.metrics.ndcg import ndcg_at_k
 from embedpyramid.retrieval.metrics.precision import precision_at_k
 from embedpyramid.retrieval.metrics.r_precision import r_precision
-from embedpyramid.retrieval.metrics.ranking import JudgedRanking, judged_qrels, judged_ranking, straddling_groups
+from embedpyramid.retrieval.metrics.ranking import (
+    JudgedRanking,
+    counted_queries,
+    cut_run,
+    judged_qrels,
+    judged_ranking,
+    straddling_groups,
+)
 from embedpyramid.retrieval.metrics.recall import recall_at_k
 from embedpyramid.retrieval.metrics.reciprocal_rank import reciprocal_rank_at_k
 
@@ -81,8 +88,12 @@ def evaluate_run(
     (``conventions.gain``) and its ideal ranking uses all the query's qrels; binary measures
     count grade >= ``relevance_threshold`` as relevant; negative grades are judged non-relevant
     (gain 0), as in trec_eval. Queries in ``query_ids`` without any relevant qrel are excluded
-    and listed; queries with relevant qrels but no retrieved documents score 0 on every
-    measure. Measures identical by construction are computed once (``aliases``).
+    and listed (under ``conventions.queries == "with_qrels"``, MTEB's rule, only those without
+    any qrel: one whose qrels are all grade <= 0 scores 0 on every measure but Judged@k);
+    queries with relevant qrels but no retrieved documents score 0 on every measure. With
+    ``conventions.top_k`` each query's run is first cut to its top_k rows (score descending,
+    doc_id descending), before self-hits are dropped. Measures identical by construction are
+    computed once (``aliases``).
 
     Args:
         run: columns query_id (str), doc_id (str), score (numeric); other columns (rank) are
@@ -110,11 +121,10 @@ def evaluate_run(
             f"measures must be Measure objects, got {not_measures[0]!r}; "
             "turn strings into measures with parse_measure"
         )
-    universe = _query_universe(qrels, query_ids)
+    evaluated, excluded = counted_queries(qrels, _query_universe(qrels, query_ids), conventions)
+    if conventions.top_k is not None:
+        run = cut_run(run, conventions.top_k)
     threshold = conventions.relevance_threshold
-    with_positive = set(qrels.filter(pl.col("relevance") >= threshold)["query_id"].to_list())
-    evaluated = sorted(q for q in universe if q in with_positive)
-    excluded = sorted(q for q in universe if q not in with_positive)
 
     judged = judged_qrels(qrels, evaluated)
     grades = judged["relevance"].to_numpy()
@@ -191,9 +201,15 @@ def _check_frame(frame: pl.DataFrame, frame_name: str, columns: dict[str, str]) 
 
 
 def _measure_values(measure: Measure, ranking: JudgedRanking) -> np.ndarray:
+    # A query without relevant qrels (evaluated under queries: with_qrels) divides by R = 0 or
+    # IDCG = 0; trec_eval scores it 0 on every measure, Judged@k needs no relevant document.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = _unclipped_values(measure, ranking)
+    if measure.name != "Judged":
+        values = np.where(ranking.n_relevant > 0, values, 0.0)
     # Every measure lies in [0, 1]; tie-aware expected values are sums of fractions, whose
     # rounding can pass 1 by an ulp (11 tied documents, 7 relevant: Recall@11 = 1 + 2e-16).
-    return np.clip(_unclipped_values(measure, ranking), 0.0, 1.0)
+    return np.clip(values, 0.0, 1.0)
 
 
 def _unclipped_values(measure: Measure, ranking: JudgedRanking) -> np.ndarray:

@@ -24,7 +24,13 @@ from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.evaluate import RetrievalEvaluation, score_ranking
 from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.metrics.ndcg import graded_gain
-from embedpyramid.retrieval.metrics.ranking import TieGroups, ideal_gains, judged_qrels, ranking_from_groups
+from embedpyramid.retrieval.metrics.ranking import (
+    TieGroups,
+    counted_queries,
+    ideal_gains,
+    judged_qrels,
+    ranking_from_groups,
+)
 
 
 def random_ranking_floor(
@@ -45,9 +51,7 @@ def random_ranking_floor(
     unique_measures = list(dict.fromkeys(measures))
     threshold = conventions.relevance_threshold
     universe = qrels["query_id"].unique().to_list() if query_ids is None else list(query_ids)
-    with_positive = set(qrels.filter(pl.col("relevance") >= threshold)["query_id"].to_list())
-    evaluated = sorted(q for q in universe if q in with_positive)
-    excluded = sorted(q for q in universe if q not in with_positive)
+    evaluated, excluded = counted_queries(qrels, universe, conventions)
 
     judged = judged_qrels(qrels, evaluated)
     n_queries = len(evaluated)

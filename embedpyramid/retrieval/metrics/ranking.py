@@ -48,7 +48,8 @@ class JudgedRanking:
     each rank (0 past the last retrieved document); ``relevant_pairs`` is
     E[rel_i * #relevant at ranks <= i]; ``missed`` is P(no relevant document at ranks <= i) and
     ``found_all`` P(every relevant document at ranks <= i), both carried past the last
-    retrieved document. ``n_relevant`` is R per query (all >= 1); ``ideal_gains`` the judged
+    retrieved document. ``n_relevant`` is R per query (0 only for the queries without a relevant
+    qrel that ``queries: with_qrels`` evaluates); ``ideal_gains`` the judged
     gains sorted descending; ``retrieved`` the number of retrieved documents per query.
     """
 
@@ -77,6 +78,26 @@ class TieGroups:
     relevant: np.ndarray
     gain: np.ndarray
     judged: np.ndarray
+
+
+def counted_queries(
+    qrels: pl.DataFrame, universe: Sequence[str], conventions: MetricConventions
+) -> tuple[list[str], list[str]]:
+    """(evaluated, excluded) query ids of ``universe``, both sorted: under ``queries:
+    with_positive`` the queries with a qrel at or above the relevance threshold are evaluated,
+    under ``with_qrels`` every query with any qrel row (MTEB keeps a query whose qrels are all
+    grade 0 and averages its zeros)."""
+    if conventions.queries == "with_positive":
+        qrels = qrels.filter(pl.col("relevance") >= conventions.relevance_threshold)
+    counted = set(qrels["query_id"].to_list())
+    return sorted(q for q in universe if q in counted), sorted(q for q in universe if q not in counted)
+
+
+def cut_run(run: pl.DataFrame, top_k: int) -> pl.DataFrame:
+    """Each query's first ``top_k`` rows by score descending, then doc_id descending: the
+    documents MTEB's search keeps (its heap of ``(score, doc_id)`` pops the smallest pair)."""
+    ordered = run.sort("query_id", "score", "doc_id", descending=[False, True, True])
+    return ordered.filter(pl.int_range(pl.len()).over("query_id") < top_k)
 
 
 def judged_qrels(qrels: pl.DataFrame, evaluated: Sequence[str]) -> pl.DataFrame:

@@ -35,3 +35,14 @@ def test_as_dict_records_every_setting() -> None:
 def test_invalid_settings_raise_with_allowed_values(settings: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         MetricConventions(**settings)
+
+
+def test_mteb_conventions_are_a_fixed_bundle():
+    mteb = MetricConventions.mteb(drop_self_hits=True, top_k=100, mteb_version="2.26")
+    assert MetricConventions(**mteb.as_dict()) == mteb  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="protocol 'mteb' fixes"):
+        MetricConventions(ties="expected", queries="with_qrels", top_k=100, protocol="mteb", mteb_version="2.26")
+    with pytest.raises(ValueError, match="mteb_version"):
+        MetricConventions(protocol="mteb")
+    with pytest.raises(ValueError, match="top_k"):
+        MetricConventions(top_k=0)
