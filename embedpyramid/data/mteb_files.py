@@ -275,12 +275,10 @@ def load_mteb_task(path: Path, spec: MtebDataset) -> TaskTables:
                             f"{', '.join(sorted(layout.subsets))} — set subset: to one of them")
     reader = _TaskReader(layout, spec)
     if task == "bitext":
-        tables = reader.bitext(subsets)
-    elif task in ("classification", "clustering"):
-        tables = reader.labelled(subsets[0])
-    else:
-        tables = reader.pairs(subsets[0])
-    return tables
+        return reader.bitext(subsets)
+    if task in ("classification", "clustering"):
+        return reader.labelled(subsets[0])
+    return reader.pairs(subsets[0])
 
 
 def _one_subset(layout: MtebLayout, wanted: str | None) -> str:
