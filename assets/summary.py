@@ -75,7 +75,7 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     from embedpyramid.inputs import provenance_table
     from embedpyramid.reports.summary import evaluated_partitions, results_tables
     from embedpyramid.systems.summary import system_partitions
-    from embedpyramid.tasks.summary import task_results_tables
+    from embedpyramid.tasks.summary import task_conventions_table, task_results_tables
 
     store = project.store
     inputs = summary_inputs(context, project.config, project.data_dir)
@@ -91,9 +91,11 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     views = {**results_tables(store), **task_results_tables(store), "excluded_partitions": excluded,
              "provenance": provenance,
              **(results_views(store) if project.config.downstream else {})}
+    conventions = task_conventions_table(store)
     path = build_results_db(store.results_db, [*partitions, *systems], views,
                             quality_metric=project.config.protocol.comparison.report_metric,
-                            extra_metrics=[downstream] if downstream else [])
+                            extra_metrics=[downstream] if downstream else [],
+                            extra_conventions=[conventions] if conventions else [])
     baseline = project.config.baseline.key
     exact = read_leaderboard(path).filter(pl.col("system") == "exact")
     wide = exact.pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)

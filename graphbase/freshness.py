@@ -267,13 +267,15 @@ STATIC_FACETS = (MODEL_CARD, RUN_SETTINGS, DATASET_SOURCE, SEARCH, MEASURES, CON
 
 def _task_dataset(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:
     """A task dataset's entry (loader, source, slices, the family's settings block) and the size
-    and mtime of its source file, if it names one."""
+    and mtime of its source file, or of every file under its source folder (``loader: mteb``), if
+    it names one."""
     spec = config.task_dataset(str(dataset))
     files = []
     if isinstance(path := getattr(spec, "path", None), str):
         source = resolve_path(config.directory, path)
-        files = [[str(source), source.stat().st_size, source.stat().st_mtime_ns] if source.is_file()
-                 else f"missing: {source}"]
+        found = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+        files = [[str(file), file.stat().st_size, file.stat().st_mtime_ns] if file.is_file() else f"missing: {file}"
+                 for file in found]
     return {"entry": spec.model_dump(mode="json", exclude={"retrieval"}), "files": files}
 
 

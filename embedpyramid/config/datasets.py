@@ -253,14 +253,64 @@ class DjangoBitextDataset(DatasetEntry):
     min_words: int = Field(4, ge=1)
 
 
+MTEB_COLUMNS: dict[str, tuple[str, ...]] = {
+    "sts": ("sentence1", "sentence2", "score"),
+    "pair_classification": ("sentence1", "sentence2", "labels"),
+    "classification": ("text", "label"),
+    "clustering": ("sentences", "labels"),
+    "bitext": ("sentence1", "sentence2"),
+}
+"""The columns MTEB's ``AbsTask*`` classes read from a task's data, per family (mteb 2.26)."""
+
+
+class MtebDataset(DatasetEntry):
+    """An MTEB task's data on disk (a ``save_to_disk`` folder, a hub snapshot, or
+    ``<split>.parquet`` / ``.jsonl(.gz)`` files; :mod:`embedpyramid.data.mteb_files`), read
+    offline. ``subset`` picks the HF subset (config) when there are several (bitext: default every
+    subset, each a language pair); ``split`` is the evaluated split (default ``test``);
+    ``dev_split`` the split pair classification chooses its threshold on (the project protocol
+    needs one; it is the family's ``dev``, ``split`` its ``test``). Classification reads
+    ``classification.mteb.train_split`` (when present) and ``eval_split`` instead of ``split``.
+    ``columns`` maps an expected column (:data:`MTEB_COLUMNS`) to the file's name for it."""
+
+    loader: Literal["mteb"]
+    task: Literal["sts", "pair_classification", "classification", "clustering", "bitext"]
+    path: str
+    subset: str | None = None
+    split: str | None = None
+    dev_split: str | None = None
+    columns: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options_fit_task(self) -> MtebDataset:
+        unknown = sorted(set(self.columns) - set(MTEB_COLUMNS[self.task]))
+        if unknown:
+            raise ValueError(f"columns: {unknown} are not columns of MTEB {self.task} data; "
+                             f"rename among {', '.join(MTEB_COLUMNS[self.task])}")
+        if self.dev_split is not None and self.task != "pair_classification":
+            raise ValueError(f"dev_split applies to pair classification, not to task {self.task!r}")
+        if self.split is not None and self.task == "classification":
+            raise ValueError("classification reads the splits of classification.mteb (train_split, eval_split); "
+                             "set those instead of split")
+        settings = self.task_settings
+        if (self.task == "pair_classification" and self.dev_split is None and settings is not None
+                and settings.protocol == "project"):
+            raise ValueError("the project protocol chooses the pair-classification threshold on a dev split: set "
+                             "dev_split (e.g. validation), or pair_classification.protocol: mteb")
+        if self.dev_split is not None and self.dev_split == (self.split or "test"):
+            raise ValueError(f"dev_split and split are both {self.dev_split!r}: the threshold must be chosen on "
+                             "another split than the one it is tested on")
+        return self
+
+
 AnyDataset = (
     ChatterbotDataset | BeirDataset | SquadDataset | PublishedDataset
-    | LeeDataset | StsFileDataset | NewsgroupsDataset | DjangoBitextDataset
+    | LeeDataset | StsFileDataset | NewsgroupsDataset | DjangoBitextDataset | MtebDataset
 )
 LOADERS: dict[str, type[AnyDataset]] = {
     "chatterbot": ChatterbotDataset, "beir": BeirDataset, "squad": SquadDataset, "published": PublishedDataset,
     "gensim-lee": LeeDataset, "sts-file": StsFileDataset, "gensim-newsgroups": NewsgroupsDataset,
-    "django-bitext": DjangoBitextDataset,
+    "django-bitext": DjangoBitextDataset, "mteb": MtebDataset,
 }
 
 
@@ -292,6 +342,11 @@ def load_datasets(directory: Path) -> dict[str, AnyDataset]:
             raise ConfigError(
                 f"{path}: datasets.{name}.mteb_results.path: folder {resolve_path(directory, spec.mteb_results.path)} "
                 "does not exist; point it at a folder in the embeddings-benchmark/results layout"
+            )
+        if isinstance(spec, MtebDataset) and not resolve_path(directory, spec.path).exists():
+            raise ConfigError(
+                f"{path}: datasets.{name}.path: {resolve_path(directory, spec.path)} does not exist; point it at an "
+                "MTEB task's data (a save_to_disk folder, a hub snapshot, or <split>.parquet / .jsonl(.gz) files)"
             )
         if isinstance(spec, StsFileDataset) and not resolve_path(directory, spec.path).is_file():
             raise ConfigError(

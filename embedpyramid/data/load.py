@@ -13,6 +13,7 @@ from embedpyramid.config import (
     ChatterbotDataset,
     DjangoBitextDataset,
     LeeDataset,
+    MtebDataset,
     NewsgroupsDataset,
     PairClassificationSettings,
     ProjectConfig,
@@ -25,6 +26,7 @@ from embedpyramid.data.chatterbot import chatterbot_directory, load_chatterbot, 
 from embedpyramid.data.django_bitext import load_django_bitext
 from embedpyramid.data.frozen import DataError, RawDataset, TaskTables
 from embedpyramid.data.gensim_data import load_lee, load_mini_newsgroups
+from embedpyramid.data.mteb_files import load_mteb_task
 from embedpyramid.data.question_pairs import load_chatterbot_pairs
 from embedpyramid.data.squad import load_squad
 from embedpyramid.data.sts_files import load_sts_file
@@ -79,6 +81,8 @@ def load_task_dataset(config: ProjectConfig, name: str) -> TaskTables:
         tables = load_mini_newsgroups(spec)
     elif isinstance(spec, DjangoBitextDataset):
         tables = load_django_bitext(spec)
+    elif isinstance(spec, MtebDataset):
+        tables = load_mteb_task(resolve_path(config.directory, spec.path), spec)
     else:
         raise DataError(f"datasets.yaml: dataset {name!r} (loader {spec.loader!r}) has no task loader")
     items = tables.pairs if tables.pairs is not None else tables.texts

@@ -9,9 +9,12 @@ self-contained (the rows are copied in). It exposes the views
 - ``qrels(dataset, query_id, doc_id, relevance)``
 
 plus ``models(model, name, card_hash, card)``, ``conventions(dataset, model, system, conventions)``
-and the summary tables passed as ``extra_tables``: ``comparisons`` and ``regressions`` (the paired
-statistics of :mod:`embedpyramid.stats.comparisons` and the lists of
-:mod:`embedpyramid.reports.regressions`; empty until two models are evaluated on a
+(the metric conventions of each retrieval partition, and — from ``extra_conventions`` — the
+protocol each L2 task number follows: task, protocol, mteb_version under ``protocol: mteb``,
+similarity, per (dataset, model, system) of the task summary) and the summary tables passed as
+``extra_tables``: ``comparisons`` and ``regressions`` (the paired statistics of
+:mod:`embedpyramid.stats.comparisons` and the lists of :mod:`embedpyramid.reports.regressions`;
+empty until two models are evaluated on a
 dataset), ``hsd`` and ``hsd_pairs`` (the Tukey HSD groups; empty below three models) and
 ``random_floor`` (every measure under a random ranking), ``system_verdicts`` and ``system_latency``
 (pyramid L5: each system against its model's dense exact search, and the latency each stage
@@ -72,12 +75,14 @@ def _with_labels(table: pa.Table, labels: dict[str, str]) -> pa.Table:
 def build_results_db(
     target: StorePath, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, StorePath] | None = None,
     *, quality_metric: str = "nDCG@10", extra_metrics: Sequence[StorePath] = (),
+    extra_conventions: Sequence[StorePath] = (),
 ) -> StorePath:
     """Write the results database atomically; an empty ``partitions`` is an error.
 
     ``extra_tables`` maps view names to Parquet files copied in as they are; ``extra_metrics``
     are further long per-query tables appended to ``per_query_metrics`` (e.g. L6's judge and
-    answer metrics); ``quality_metric``
+    answer metrics); ``extra_conventions`` are tables of ``dataset, model, system, conventions``
+    (JSON text) whose rows join the ``conventions`` view (the L2 task results'); ``quality_metric``
     is the leaderboard metric the ``efficiency`` view shows beside the costs. Every Parquet file
     is read through the store (literal paths, local or remote) and handed to DuckDB as Arrow.
     """
@@ -96,6 +101,10 @@ def build_results_db(
         _with_labels(read_table(path, columns=["query_id", "doc_id", "relevance"]), {"dataset": dataset})
         for dataset, path in sorted(qrels_paths.items())])
     extra = {name: read_table(path) for name, path in (extra_tables or {}).items()}
+    conventions = [(p.dataset, p.model_key, p.system, json.dumps(p.conventions, sort_keys=True)) for p in partitions]
+    for path in extra_conventions:
+        conventions += [(row["dataset"], row["model"], row["system"], row["conventions"]) for row in
+                        read_table(path, columns=["dataset", "model", "system", "conventions"]).to_pylist()]
     efficiency = efficiency_frame([]).to_arrow()
     efficiency_tables = [read_table(p.efficiency_path) for p in partitions if p.efficiency_path is not None]
     if efficiency_tables:
@@ -115,10 +124,8 @@ def build_results_db(
                         for p in partitions if p.system == "exact"}),
             )
             con.execute("CREATE TABLE t_conventions (dataset VARCHAR, model VARCHAR, system VARCHAR, conventions JSON)")
-            con.executemany(
-                "INSERT INTO t_conventions VALUES (?, ?, ?, ?)",
-                [(p.dataset, p.model_key, p.system, json.dumps(p.conventions, sort_keys=True)) for p in partitions],
-            )
+            if conventions:
+                con.executemany("INSERT INTO t_conventions VALUES (?, ?, ?, ?)", conventions)
             for view in ("per_query_metrics", "runs", "qrels", "models", "conventions", *extra):
                 con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM t_{view}')  # quoted: `references` is an SQL keyword
             con.execute(

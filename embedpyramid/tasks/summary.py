@@ -17,6 +17,7 @@ quoted beside the adjusted p is the unadjusted one, and says so.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from embedpyramid.stats.families import DECISIONS
 from embedpyramid.stats.hsd_tables import HSD_PAIR_SCHEMA, HSD_SCHEMA, tukey_hsd_tables
 from embedpyramid.stats.multiple import holm_adjust
 from embedpyramid.store import PER_QUERY_SCHEMA, ArtifactStore, read_frame, read_json, write_json, write_parquet
-from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA
+from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA, TaskResult
 from embedpyramid.tasks.level import compare_task, read_task_result, task_groups, task_items, tasks_dir
 
 PER_ITEM_METRIC = "accuracy"
@@ -48,12 +49,28 @@ PAIR_SANITY_SCHEMA: dict[str, pl.DataType] = {
     "n_similar": pl.Int64(), "n_random": pl.Int64(), "similar_mean_cosine": pl.Float64(),
     "random_mean_cosine": pl.Float64(), "warning": pl.String(), "definition": pl.String(), "seed": pl.Int64(),
 }
+TASK_WARNINGS_SCHEMA: dict[str, pl.DataType] = {
+    "dataset": pl.String(), "model": pl.String(), "task": pl.String(), "setting": pl.String(), "warning": pl.String(),
+}
+"""The warnings a task result's settings carry (every ``*_warning`` setting that is set: a pair
+classification dev split too small to choose a threshold, a probe C still on its grid's edge)."""
+TASK_CONVENTIONS = "task_conventions"
+TASK_CONVENTIONS_SCHEMA: dict[str, pl.DataType] = {
+    "dataset": pl.String(), "model": pl.String(), "system": pl.String(), "conventions": pl.String(),
+}
+"""The protocol each task number follows, one row per (dataset, model, system) of the summary;
+``conventions`` is JSON (:func:`task_conventions`). Rows of ``results.duckdb``'s ``conventions``
+view, beside the retrieval ones."""
+TASK_CONVENTION_SETTINGS = ("protocol", "mteb_version", "similarity", "score", "main_score", "primary_metric")
+"""The settings of a task result copied into its conventions (those it has)."""
 TASK_TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "task_per_item": PER_QUERY_SCHEMA, "task_summary": SUMMARY_SCHEMA, "task_comparisons": COMPARISON_SCHEMA,
     "task_statistic_comparisons": STATISTIC_COMPARISON_SCHEMA, "pair_sanity": PAIR_SANITY_SCHEMA,
-    "task_hsd": HSD_SCHEMA, "task_hsd_pairs": HSD_PAIR_SCHEMA,
+    "task_hsd": HSD_SCHEMA, "task_hsd_pairs": HSD_PAIR_SCHEMA, "task_warnings": TASK_WARNINGS_SCHEMA,
+    TASK_CONVENTIONS: TASK_CONVENTIONS_SCHEMA,
 }
-"""The tables of the task summary, each also a view of ``results.duckdb`` under the same name."""
+"""The tables of the task summary, each also a view of ``results.duckdb`` under the same name but
+``task_conventions``, whose rows join the ``conventions`` view."""
 FAMILY_TITLES = {
     "sts": ("Semantic similarity (STS)", "Cosine of the two texts against the human score: Spearman (primary) and "
             "Pearson. A correlation is not a mean of per-pair values, so models are compared by a paired bootstrap "
@@ -110,6 +127,9 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
             continue
         parts["task_per_item"] += [result.per_item for result in results.values()]
         parts["task_summary"] += [result.summary for result in results.values()]
+        for key, result in results.items():
+            parts["task_warnings"].append(task_warnings(dataset, key, result))
+            parts[TASK_CONVENTIONS].append(task_conventions(dataset, key, result))
         if baseline not in results or len(results) < 2:
             skipped.append(f"{dataset}: needs the baseline {baseline} and another evaluated model "
                            f"(evaluated: {', '.join(sorted(results))})")
@@ -157,6 +177,25 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
                                                       tuple(sorted(task_asset_name(task) for task in set(tasks.values())))), skipped)
 
 
+def task_warnings(dataset: str, model: str, result: TaskResult) -> pl.DataFrame:
+    """The ``*_warning`` settings of one result that are set, one row each."""
+    rows = [{"dataset": dataset, "model": model, "task": result.task, "setting": key, "warning": str(value)}
+            for key, value in sorted(result.settings.items()) if key.endswith("_warning") and value]
+    return pl.DataFrame(rows, schema=TASK_WARNINGS_SCHEMA)
+
+
+def task_conventions(dataset: str, model: str, result: TaskResult) -> pl.DataFrame:
+    """The protocol the numbers of one result follow — its task and the settings of
+    :data:`TASK_CONVENTION_SETTINGS` it has (``mteb_version`` only under ``protocol: mteb``) — as
+    JSON, once per system of its summary."""
+    conventions = {"task": result.task, **{key: result.settings[key] for key in TASK_CONVENTION_SETTINGS
+                                           if result.settings.get(key) is not None}}
+    text = json.dumps(conventions, sort_keys=True, default=str)
+    systems = result.summary["system"].unique(maintain_order=True).to_list()
+    return pl.DataFrame({"dataset": [dataset] * len(systems), "model": [model] * len(systems), "system": systems,
+                         "conventions": [text] * len(systems)}, schema=TASK_CONVENTIONS_SCHEMA)
+
+
 def statistic_verdicts(statistics: pl.DataFrame, metric: str, task: str) -> list[dict[str, Any]]:
     """One verdict per model pair from the paired statistic bootstrap of ``metric``: the rows of
     ``metric`` in ``statistics`` (one task family) are one Holm family, and each pair's
@@ -189,7 +228,9 @@ def read_task_summary(directory: Path) -> TaskSummary | None:
     """The last task summary written to ``directory`` (None before one)."""
     if not (directory / TASK_VERDICT_FILE).is_file():
         return None
-    tables = {name: read_frame(directory / f"{name}.parquet") for name in TASK_TABLE_SCHEMAS}
+    # A summary written before a table existed reads it as empty (until the summary is rewritten).
+    tables = {name: read_frame(path) if (path := directory / f"{name}.parquet").is_file() else pl.DataFrame(schema=schema)
+              for name, schema in TASK_TABLE_SCHEMAS.items()}
     return TaskSummary(tables, read_json(directory / TASK_VERDICT_FILE), [])
 
 
@@ -198,7 +239,14 @@ def task_results_tables(store: ArtifactStore) -> dict[str, Path]:
     directory = tasks_summary_dir(store)
     if not (directory / TASK_VERDICT_FILE).is_file():
         return {}
-    return {name: directory / f"{name}.parquet" for name in TASK_TABLE_SCHEMAS}
+    return {name: path for name in TASK_TABLE_SCHEMAS
+            if name != TASK_CONVENTIONS and (path := directory / f"{name}.parquet").is_file()}
+
+
+def task_conventions_table(store: ArtifactStore) -> Path | None:
+    """The ``task_conventions`` table of the last task summary, for the ``conventions`` view (None before one)."""
+    path = tasks_summary_dir(store) / f"{TASK_CONVENTIONS}.parquet"
+    return path if (tasks_summary_dir(store) / TASK_VERDICT_FILE).is_file() and path.is_file() else None
 
 
 def _with_sd(summary: pl.DataFrame) -> pl.DataFrame:
@@ -210,7 +258,8 @@ def _with_sd(summary: pl.DataFrame) -> pl.DataFrame:
 
 def task_report_sections(config: ProjectConfig, summary: TaskSummary | None) -> list[ReportSection]:
     """L1 pair sanity (the bottom of the pyramid), then one section per evaluated task family:
-    what was measured, each model's summary (± sd over seeds), the paired verdicts with CIs."""
+    what was measured, the warnings its results carry (:data:`TASK_WARNINGS_SCHEMA`), each model's
+    summary (± sd over seeds), the paired verdicts with CIs."""
     if summary is None:
         return []
     sections = []
@@ -240,6 +289,12 @@ def task_report_sections(config: ProjectConfig, summary: TaskSummary | None) -> 
         verdicts = [v["text"] for v in summary.verdicts if v["dataset"] in datasets]
         tables: list[tuple[str, pl.DataFrame]] = [("Summary per model (value ± sd over seeds where stochastic)",
                                                    _with_sd(rows))]
+        warned = summary.tables["task_warnings"].filter(pl.col("dataset").is_in(datasets))
+        warning = ""
+        if warned.height:
+            tables.append(("Warnings recorded with the numbers", warned.select("dataset", "model", "setting", "warning")))
+            warning = " WARNING: " + "; ".join(f"{r['model']} on {r['dataset']}: {r['warning']}"
+                                               for r in warned.iter_rows(named=True)) + "."
         statistics = summary.tables["task_statistic_comparisons"].filter(pl.col("dataset").is_in(datasets))
         if statistics.height:
             tables.append(("Paired bootstrap of each whole-set statistic (b − a, same resampled items; unadjusted "
@@ -252,7 +307,7 @@ def task_report_sections(config: ProjectConfig, summary: TaskSummary | None) -> 
         if compared.height:
             tables.append(("Paired comparisons of the per-item values (Holm within the confirmatory family)",
                            comparison_summary(compared)))
-        intro = what + " " + (" ".join(verdicts) if verdicts else "No model pair compared yet (needs the baseline "
-                                                                  "and another evaluated model).")
+        pending = "No model pair compared yet (needs the baseline and another evaluated model)."
+        intro = what + warning + " " + (" ".join(verdicts) if verdicts else pending)
         sections.append(ReportSection(title=f"L2 {title}: {', '.join(datasets)}", intro=intro, tables=tuple(tables)))
     return sections

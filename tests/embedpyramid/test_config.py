@@ -135,10 +135,11 @@ def test_unknown_keys_in_datasets_protocol_and_ann_are_explained(write_configs):
         load_config(write_configs("b2", protocol={"comparison": {"seeds": 3}, "search": {"block": 5}}))
     with pytest.raises(ConfigError, match=r"datasets\.x\.loader 'csv' is not a loader; allowed: 'chatterbot', 'beir', "
                                           r"'squad', 'published', 'gensim-lee', 'sts-file', 'gensim-newsgroups', "
-                                          r"'django-bitext'$"):
+                                          r"'django-bitext', 'mteb'$"):
         load_config(write_configs("c", datasets={"x": {"loader": "csv"}}))
     with pytest.raises(ConfigError, match=r"datasets\.x\.loader is missing; allowed: 'chatterbot', 'beir', 'squad', "
-                                          r"'published', 'gensim-lee', 'sts-file', 'gensim-newsgroups', 'django-bitext'$"):
+                                          r"'published', 'gensim-lee', 'sts-file', 'gensim-newsgroups', 'django-bitext', "
+                                          r"'mteb'$"):
         load_config(write_configs("d", datasets={"x": {"slices": []}}))
 
 

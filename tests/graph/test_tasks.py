@@ -1,12 +1,15 @@
 """Graph tests of the L2 task families and L1 pair sanity: real Dagster materializations of the
 real assets over the embedded data with the two real models of the defaults."""
 
+import json
+
 import dagster as dg
 import duckdb
 import yaml
 from graph_helpers import plan_and_automation, quick_protocol
 
 from embedpyramid.config import load_config
+from embedpyramid.reports.tables import escape_markdown
 from graphbase.partitions import (
     model_dataset_key,
     task_datasets_name,
@@ -75,11 +78,23 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
         assert sanity[("django-ko", use)] > 0.9 and all(0.5 < auc <= 1.0 for auc in sanity.values())
         # Retrieval's tables are untouched by the tasks.
         assert set(con.execute("SELECT DISTINCT dataset FROM per_query_metrics").fetchall()) == {("tiny",)}
+        # The conventions view names the protocol of every task number beside retrieval's conventions.
+        conventions = {row[:3]: json.loads(row[3]) for row in con.execute("SELECT * FROM conventions").fetchall()}
+        assert "gain" in conventions[("tiny", minilm, "exact")]
+        assert {k: conventions[("lee-sts", use, "cosine")][k] for k in ("task", "protocol", "similarity")} == {
+            "task": "sts", "protocol": "project", "similarity": "cosine"}
+        assert {(d, s) for d, m, s in conventions if m == use and d == "django-ko"} == {("django-ko", "nearest"),
+                                                                                       ("django-ko", "csls")}
+        assert not any("mteb_version" in c for c in conventions.values())
+        warnings = con.execute("SELECT dataset, model, warning FROM task_warnings").fetchall()
 
     report = (data / "report" / "report.md").read_text()
     for heading in ("L1 pair sanity", "L2 Semantic similarity (STS): lee-sts", "L2 Bitext mining: django-ko",
                     "L2 Pair classification (duplicates): duplicates"):
         assert f"## {heading}" in report
+    assert warnings  # the embedded duplicates' dev split is 30 pairs
+    for dataset, model, warning in warnings:
+        assert escape_markdown(f"{model} on {dataset}: {warning}") in report
     verdict = report.split("## Contents")[0]
     assert f"\\[bitext, csls\\] django-ko · accuracy over 263 queries: {use} wins" in verdict  # Markdown-escaped
     assert "lee-sts (sts, spearman over 1,225 items)" in verdict

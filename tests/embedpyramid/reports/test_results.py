@@ -106,3 +106,24 @@ def test_paths_with_glob_characters_are_read_literally(tmp_path):
         assert con.sql("SELECT count(*) FROM runs").fetchall() == [(2,)]
         assert con.sql("SELECT count(*) FROM qrels").fetchall() == [(2,)]
         assert con.sql("SELECT count(*) FROM extra").fetchall() == [(2,)]
+
+
+def test_the_conventions_view_records_the_protocol_of_task_numbers_beside_the_retrieval_rows(tmp_path):
+    from embedpyramid.config.tasks import MTEB_VERSION
+    from embedpyramid.tasks.common import TaskResult
+    from embedpyramid.tasks.summary import task_conventions
+
+    summary = pl.DataFrame({"system": ["cosine", "manhattan"]})
+    settings = {"protocol": "mteb", "mteb_version": MTEB_VERSION, "similarity": "inner_product", "n_pairs": 3,
+                "main_score": {"system": "cosine", "metric": "spearman", "mteb_key": "cosine_spearman"}}
+    result = TaskResult("sts", pl.DataFrame(), pl.DataFrame(), summary, pl.DataFrame(), settings)
+    task_conventions("stsb", "a@1", result).write_parquet(tmp_path / "task_conventions.parquet")
+    db = build_results_db(tmp_path / "results.duckdb", [partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0])],
+                          extra_conventions=[tmp_path / "task_conventions.parquet"])
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.sql("SELECT dataset, model, system, conventions FROM conventions ORDER BY dataset, system").fetchall()
+    assert [row[:3] for row in rows] == [("d", "a@1", "exact"), ("stsb", "a@1", "cosine"), ("stsb", "a@1", "manhattan")]
+    assert json.loads(rows[0][3]) == {"gain": "linear"}
+    assert json.loads(rows[1][3]) == json.loads(rows[2][3]) == {
+        "task": "sts", "protocol": "mteb", "mteb_version": MTEB_VERSION, "similarity": "inner_product",
+        "main_score": {"system": "cosine", "metric": "spearman", "mteb_key": "cosine_spearman"}}

@@ -258,3 +258,37 @@ def test_bitext_f1_equals_mteb_with_duplicate_targets(similarity):
     assert abs(_value(ours.summary, "nearest", "f1", subset="en-xx") - theirs["f1"]) < TOLERANCE
     assert abs(_value(ours.summary, "nearest", "accuracy", subset="en-xx") - theirs["accuracy"]) < TOLERANCE
     assert abs(_value(ours.summary, "nearest", "precision", subset="en-xx") - theirs["precision"]) < TOLERANCE
+
+
+def test_sts_task_saved_to_disk_loads_and_scores_as_mteb_does_on_the_saved_task(tmp_path):
+    """The same saved task twice: through ``loader: mteb`` into a frozen dataset evaluated under
+    ``protocol: mteb``, and through ``datasets.load_from_disk`` into mteb's own STS evaluator."""
+    from datasets import load_from_disk
+
+    from embedpyramid.config import MtebDataset
+    from embedpyramid.data import freeze_task_dataset, load_mteb_task
+    from embedpyramid.tasks.level import evaluate_task
+
+    gold = np.random.default_rng(8).uniform(0, 5, size=90).round(1)
+    names, raw = _texts(180, seed=4)
+    raw[90:] = raw[90:] * 0.8 + raw[:90] * (gold[:, None] / 5 + 0.2).astype(np.float32)
+    first, second = names[:90], [*names[90:100], names[0], *names[101:]]  # a sentence in two pairs
+    DatasetDict({"test": Dataset.from_dict({"sentence1": first, "sentence2": second, "score": gold.tolist()})}
+                ).save_to_disk(tmp_path / "task")
+    spec = MtebDataset(loader="mteb", task="sts", path=str(tmp_path / "task"), sts={"protocol": "mteb"})
+    frozen = freeze_task_dataset("saved", load_mteb_task(tmp_path / "task", spec), tmp_path / "frozen")
+    texts = frozen.read("texts")
+    lookup = dict(zip(names, raw, strict=True))
+    vectors = TextVectors(texts["text_id"].to_pylist(), np.stack([lookup[t] for t in texts["text"].to_pylist()]))
+    ours = evaluate_task(spec, frozen, vectors, dataset="saved", model="m")
+
+    class Task(MockSTSTask):
+        def load_data(self, **kwargs: Any) -> None:
+            self.dataset = load_from_disk(str(tmp_path / "task"))
+            self.data_loaded = True
+
+    theirs = _run(Task(), LookupEncoder(lookup))["default"]
+    assert ours.settings["protocol"] == "mteb" and _value(ours.summary, "cosine", "spearman", "test") == pytest.approx(
+        theirs["cosine_spearman"], abs=TOLERANCE)
+    assert abs(_value(ours.summary, "cosine", "pearson", "test") - theirs["cosine_pearson"]) < TOLERANCE
+    assert abs(_value(ours.summary, "manhattan", "spearman", "test") - theirs["manhattan_spearman"]) < TOLERANCE

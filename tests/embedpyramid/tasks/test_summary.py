@@ -1,3 +1,6 @@
+import json
+from types import SimpleNamespace
+
 import polars as pl
 import pytest
 
@@ -46,3 +49,60 @@ def test_statistic_verdicts_are_holm_adjusted_over_the_family():
 
 def test_no_task_summary_adds_no_report_section():
     assert task_report_sections(None, None) == []
+
+
+@pytest.fixture(scope="module")
+def small_results():
+    """A pair classification result whose dev split is too small and a classification result whose
+    probe C sits on its grid's edge (a two-value grid, not widened), from the real evaluators."""
+    import numpy as np
+
+    from embedpyramid.config.tasks import ClassificationSettings, PairClassificationSettings
+    from embedpyramid.tasks.classification import evaluate_classification
+    from embedpyramid.tasks.pair_classification import evaluate_pair_classification
+    from embedpyramid.vectors import TextVectors
+
+    rng = np.random.default_rng(0)
+    ids = [f"t{i:03d}" for i in range(40)]
+    vectors = TextVectors(ids, rng.normal(size=(40, 8)).astype(np.float32))
+    pairs = pl.DataFrame({"pair_id": [f"p{i:02d}" for i in range(20)], "text_id_1": ids[:20], "text_id_2": ids[20:],
+                          "gold": [float(i % 2) for i in range(20)], "split": ["dev"] * 8 + ["test"] * 12})
+    pair = evaluate_pair_classification(pairs, vectors, PairClassificationSettings(), dataset="dups", model="a@1",
+                                        similarity="cosine")
+    texts = pl.DataFrame({"text_id": ids, "label": [str(i % 2) for i in range(40)]})
+    labelled = evaluate_classification(texts, vectors, ClassificationSettings(seeds=[0], c_grid=[1e-4, 1e-3],
+                                                                             c_widenings=0),
+                                       dataset="cats", model="a@1", similarity="cosine")
+    return pair, labelled
+
+
+def test_warnings_and_conventions_are_read_from_the_result_settings(small_results):
+    from embedpyramid.tasks.summary import task_conventions, task_warnings
+
+    pair, labelled = small_results
+    warned = pl.concat([task_warnings("dups", "a@1", pair), task_warnings("cats", "a@1", labelled)])
+    assert warned.select("dataset", "task", "setting").rows() == [("dups", "pair_classification", "dev_warning"),
+                                                                 ("cats", "classification", "c_warning")]
+    assert warned["warning"][0] == pair.settings["dev_warning"] and "the dev split has 8 pairs" in warned["warning"][0]
+    assert warned["warning"][1].startswith("the chosen C sits on an edge")
+    conventions = task_conventions("cats", "a@1", labelled)
+    assert conventions["system"].to_list() == ["knn", "probe"]
+    assert json.loads(conventions["conventions"][0]) == {"task": "classification", "protocol": "project",
+                                                         "similarity": "cosine"}
+
+
+def test_the_family_section_shows_the_warnings_its_results_carry(small_results):
+    from embedpyramid.tasks.summary import TASK_TABLE_SCHEMAS, TaskSummary, task_warnings
+
+    pair, labelled = small_results
+    tables = {name: pl.DataFrame(schema=schema) for name, schema in TASK_TABLE_SCHEMAS.items()}
+    tables["task_summary"] = pl.concat([pair.summary, labelled.summary])
+    tables["task_warnings"] = pl.concat([task_warnings("dups", "a@1", pair), task_warnings("cats", "a@1", labelled)])
+    families = {"pair_classification": ["dups"], "classification": ["cats"]}
+    config = SimpleNamespace(family_datasets=lambda family: families.get(family, []))
+    sections = {s.title.split(":")[0]: s for s in task_report_sections(config, TaskSummary(tables, [], []))}
+    pairs_section = sections["L2 Pair classification (duplicates)"]
+    assert f"WARNING: a@1 on dups: {pair.settings['dev_warning']}." in pairs_section.intro
+    caption, shown = pairs_section.tables[1]
+    assert caption == "Warnings recorded with the numbers" and shown["setting"].to_list() == ["dev_warning"]
+    assert "WARNING: a@1 on cats: the chosen C sits on an edge" in sections["L2 Classification on frozen embeddings"].intro
