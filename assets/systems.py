@@ -4,8 +4,10 @@ A model-independent system (BM25, or anything built only on it) is computed once
 its asset is partitioned by dataset alone and tagged ``DATASET_LEVEL_TAG``, so it runs in the
 ``evaluate_dataset`` job, and the model × dataset systems that read it map to it through the
 dataset dimension. Every other system (fusion, rerank) is partitioned by model × dataset, like
-L4's one asset per index spec. Each asset depends on its own system facet, whose version is the
-system's content hash, so an edit makes exactly that system and the systems built on it stale.
+L4's one asset per index spec; a bi-encoder rerank also depends on its ``by`` card's embeddings,
+in that card's partition on the same dataset (:func:`graphbase.partitions.card_partition_mapping`).
+Each asset depends on its own system facet, whose version is the system's content hash, so an
+edit makes exactly that system and the systems built on it stale.
 """
 
 from typing import TYPE_CHECKING
@@ -24,27 +26,44 @@ from graphbase.freshness import (
     system_facet,
 )
 from graphbase.instance import ENCODER_POOL
-from graphbase.partitions import ann_asset_name, dataset_partitions, model_dataset_partitions, system_asset_name
+from graphbase.partitions import (
+    ann_asset_name,
+    card_partition_mapping,
+    dataset_partitions,
+    model_dataset_partitions,
+    system_asset_name,
+)
 from graphbase.tags import DATASET_LEVEL_TAG
 from resources import EncoderRegistry, ProjectResource
 
 if TYPE_CHECKING:
     from embedpyramid.config.systems import SystemsConfig
 
-def _upstream(systems: "SystemsConfig", name: str) -> list[str]:
-    """The assets a system reads: the frozen dataset, the exact run, the systems and L4 indexes
-    it takes as input (and, for an index, the card's embeddings)."""
-    from embedpyramid.config.systems import EXACT, parse_ann_reference
+EMBEDDINGS = ("query_embeddings", "document_embeddings")
 
+
+def _upstream(systems: "SystemsConfig", name: str) -> list[str | dg.AssetDep]:
+    """The assets a system reads: the frozen dataset, the exact run, the systems and L4 indexes
+    it takes as input (and, for an index, the card's embeddings), and for a bi-encoder rerank the
+    embeddings of its ``by`` card, in that card's partition on the same dataset.
+
+    Dagster takes one partition mapping per upstream asset, so a rerank over an ``ann:`` first
+    stage reaches its own card's embeddings through the index asset (which depends on them)
+    and depends directly on the ``by`` card's."""
+    from embedpyramid.config.systems import EXACT, BiEncoderSystem, parse_ann_reference
+
+    spec = systems.system(name)
+    by = spec.by if isinstance(spec, BiEncoderSystem) else None
     deps = ["frozen_dataset"]
-    for reference in systems.system(name).references():
+    for reference in spec.references():
         if reference == EXACT:
             deps.append("exact_topk")
         elif reference in systems.systems:
             deps.append(system_asset_name(reference))
         elif (parsed := parse_ann_reference(reference)) is not None:
-            deps += [ann_asset_name(parsed.spec), "query_embeddings", "document_embeddings"]
-    return list(dict.fromkeys(deps))
+            deps += [ann_asset_name(parsed.spec), *([] if by else EMBEDDINGS)]
+    by_card = [dg.AssetDep(asset, partition_mapping=card_partition_mapping(by)) for asset in EMBEDDINGS] if by else []
+    return [*dict.fromkeys(deps), *by_card]
 
 
 def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:

@@ -502,9 +502,31 @@ class Freshness:
                 found = self.state(parent, parent_partition)
                 if found.needs_work:
                     upstream |= set(_upstream_causes(found, parent, parent_partition))
+        if partition is not None and self.waits_for_other_partition(asset, partition):
+            # What it reads in another partition (a rerank's by card's embeddings) is
+            # materialized by another run, which must come first: missing, stale or failed, it
+            # waits for that run (the runner orders them so, the automation holds it).
+            return AssetState(own.asset, partition, own.state if own.needs_work else "stale",
+                              tuple(sorted({*own.causes, *upstream})), direct=False)
         if own.needs_work or not upstream:
             return own
         return AssetState(own.asset, partition, "stale", tuple(sorted(upstream)), direct=False)
+
+    def waits_for_other_partition(self, asset: dg.AssetKey, partition: str) -> bool:
+        """Whether a partition it reads in another partition (:meth:`other_partition_parents`)
+        is not fresh."""
+        return any(self.state(parent, parent_partition).needs_work
+                   for parent, parent_partition in self.other_partition_parents(asset, partition))
+
+    def other_partition_parents(self, asset: dg.AssetKey, partition: str) -> list[tuple[dg.AssetKey, str]]:
+        """The (parent, partition) pairs that ``asset``'s ``partition`` reads in *another* partition
+        of its own partitions definition, by the graph's partition mappings (a rerank's ``by``
+        card's embeddings): what must be materialized before it, in that partition."""
+        partitions_def = self.graph.get(asset).partitions_def
+        return [(parent, parent_partition) for parent in self._materializable_parents(asset)
+                if self.graph.get(parent).partitions_def == partitions_def
+                for parent_partition in parent_partitions(self.view, asset, partition, parent)
+                if parent_partition is not None and parent_partition != partition]
 
     def _summary_state(self, asset: dg.AssetKey) -> AssetState:
         own = self.direct_state(asset, None)
@@ -744,6 +766,31 @@ class StaleCondition(dg.AutomationCondition):
         return dg.AutomationResult(context, true_subset=subset_of(view, context.key, stale))
 
 
+class WaitsForOtherPartition(dg.AutomationCondition):
+    """True for the partitions that read an asset partition of another partition (a bi-encoder
+    rerank reads its ``by`` card's embeddings) which is not fresh: another run materializes it,
+    so they wait for it, missing or stale, as ``embedpyramid run`` materializes it first."""
+
+    @property
+    def name(self) -> str:
+        return "waits_for_other_partition"
+
+    @property
+    def description(self) -> str:
+        return "an input in another partition (another card's embeddings) is missing, stale or failed"
+
+    @property
+    def requires_cursor(self) -> bool:
+        return False
+
+    def evaluate(self, context: Any) -> dg.AutomationResult:
+        view = context.asset_graph_view
+        freshness = Freshness(view.instance, view.asset_graph)
+        waiting = [partition for partition in candidate_partitions(context)
+                   if partition is not None and freshness.waits_for_other_partition(context.key, partition)]
+        return dg.AutomationResult(context, true_subset=subset_of(view, context.key, waiting))
+
+
 class UpstreamBusy(dg.AutomationCondition):
     """True while any partitioned asset upstream of the target (at any depth) is requested on
     this tick, in any run, or is being materialized: the summaries wait until every partition
@@ -780,7 +827,8 @@ def _evaluation_condition(*, summary: bool) -> dg.AutomationCondition:
     """Request what is missing or stale, once: not while it or an upstream runs, not again after
     a failure until an upstream updates (the CLI retries failures when asked; the daemon never
     loops). Per-partition assets wait for missing upstreams (a new dataset is frozen on one tick,
-    its partitions evaluated on the next: Dagster runs differently partitioned assets apart). The
+    its partitions evaluated on the next: Dagster runs differently partitioned assets apart) and
+    for what they read in another partition until it is fresh (:class:`WaitsForOtherPartition`). The
     summaries summarize what is evaluated: they need one evaluated upstream partition and wait
     while anything upstream is requested or running (their own group runs together)."""
     needed = (dg.AutomationCondition.missing() | StaleCondition()).with_label("missing or stale")
@@ -799,7 +847,8 @@ def _evaluation_condition(*, summary: bool) -> dg.AutomationCondition:
             & ~UpstreamBusy()
         )
     else:
-        condition = condition & ~dg.AutomationCondition.any_deps_missing().allow(materializable)
+        condition = (condition & ~dg.AutomationCondition.any_deps_missing().allow(materializable)
+                     & ~WaitsForOtherPartition())
     return condition.with_label("summary: missing or stale" if summary else "missing or stale")
 
 

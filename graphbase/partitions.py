@@ -14,6 +14,7 @@ is bound to (:mod:`graphbase.instance`); a process reading another folder adds, 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 
 import dagster as dg
@@ -32,6 +33,22 @@ model_dataset_partitions = dg.MultiPartitionsDefinition({"model": model_partitio
 def model_dataset_key(model: str, dataset: str) -> dg.MultiPartitionKey:
     """The partition of a card name on a dataset."""
     return dg.MultiPartitionKey({"model": model, "dataset": dataset})
+
+
+def card_partition_mapping(card: str) -> dg.MultiPartitionMapping:
+    """Map each (card, dataset) partition to ``card``'s partition on the same dataset: how an asset
+    that reads another card's vectors (a bi-encoder rerank's ``by`` card) declares that read, so
+    the lineage, the stale status and the automation follow it across partitions.
+
+    A ``StaticPartitionMapping`` would need static partitions; the model dimension is dynamic."""
+    with warnings.catch_warnings():
+        # MultiPartitionMapping is beta in Dagster 1.13; it is the mapping between two
+        # multi-partitioned assets that changes one dimension and keeps the other.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return dg.MultiPartitionMapping({
+            "model": dg.DimensionPartitionMapping("model", dg.SpecificPartitionsPartitionMapping([card])),
+            "dataset": dg.DimensionPartitionMapping("dataset", dg.IdentityPartitionMapping()),
+        })
 
 
 def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:

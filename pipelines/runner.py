@@ -10,10 +10,13 @@ re-frozen, or an embedding that came out the same, stops the wave there.
 
 Order: each selected dataset is frozen (``refresh_datasets`` job; a task dataset of family F by
 ``freeze_F``) and its model-independent assets (L5's BM25) go through the ``evaluate_dataset``
-job, each (card, dataset) partition goes through the ``evaluate`` job (``evaluate_F`` for a task
-dataset), then the ``summary`` job rebuilds the comparisons, the results database and the
-report. A failing partition is reported and does not stop the others; a
-dataset that fails to freeze skips only its own partitions; what was already written stays.
+job; what the selected partitions read in another card's partition (a bi-encoder rerank's ``by``
+card's embeddings, by the graph's partition mappings) is materialized there next, even for a
+card outside ``--models`` (then only that); each (card, dataset) partition goes through the
+``evaluate`` job (``evaluate_F`` for a task dataset), then the ``summary`` job rebuilds the
+comparisons, the results database and the report. A failing partition is reported and does not
+stop the others; a dataset that fails to freeze skips only its own partitions; what was already
+written stays.
 Every run carries the tags of :func:`graphbase.instance.run_tags`.
 """
 
@@ -76,8 +79,10 @@ class RunReport:
     """What one invocation did: datasets frozen, partitions materialized (card key, dataset) or
     up to date, the assets materialized, the embedding tables encoded (``query``, ``document``,
     ``raw_query``, ``raw_document``), config facets that changed, abandoned runs marked failed,
-    failures, whether (or why not) the summary was built, and the input partitions the summaries
-    left out because they are not current (the summaries' remaining causes)."""
+    failures, the partitions (card key, dataset) where what other cards' partitions read was
+    materialized first (``read_across``), whether (or why not) the summary was built, and the
+    input partitions the summaries left out because they are not current (the summaries'
+    remaining causes)."""
 
     frozen: list[str] = field(default_factory=list)
     materialized: list[tuple[str, str]] = field(default_factory=list)
@@ -87,6 +92,7 @@ class RunReport:
     config_changes: list[str] = field(default_factory=list)
     abandoned_runs: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    read_across: list[tuple[str, str]] = field(default_factory=list)
     summary_built: bool = False
     summary_skipped: str | None = None
     summary_excludes: list[str] = field(default_factory=list)
@@ -293,6 +299,7 @@ def run_pipeline(
         healthy = [dataset for dataset in selected_datasets
                    if _freeze(session, dataset, tags, report) and _evaluate_dataset(session, dataset, tags, report)]
         for dataset in healthy:
+            _materialize_read_across(session, selected_models, dataset, tags, report)
             for model in selected_models:
                 _evaluate(session, model, dataset, tags, report)
         _summarize(session, tags, report)
@@ -347,17 +354,31 @@ def _evaluate_dataset(session: Session, dataset: str, tags: dict[str, str], repo
 
 
 def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[str, str], report: RunReport) -> None:
+    materialized = _bring_up_to_date(session, model, dataset, list(session.jobs(dataset).assets), tags, report)
+    if materialized is None:
+        return
+    if materialized or (model.key, dataset) in report.read_across:
+        report.materialized.append((model.key, dataset))
+    else:
+        session.log(f"{model.key} × {dataset}: up to date")
+        report.skipped.append((model.key, dataset))
+
+
+def _bring_up_to_date(session: Session, model: ResolvedModel, dataset: str, assets: Sequence[str],
+                      tags: dict[str, str], report: RunReport) -> bool | None:
+    """Materialize, in waves, what needs work among ``assets`` of the (card, dataset) partition:
+    True when something was materialized, False when all was up to date, None on a failure
+    (reported)."""
     partition = model_dataset_key(model.name, dataset)
     label = f"{model.key} × {dataset}"
-    jobs = session.jobs(dataset)
-    assets = list(jobs.assets)
+    job = session.jobs(dataset).evaluate_job
     materialized = False
     for _wave in range(len(assets) + 1):  # a chain of n assets settles in n waves; one more to see it
         todo = [state for state in session.states(assets, str(partition)) if state.needs_work_now]
         if not todo:
-            break
+            return materialized
         session.log(f"{label}: {_describe(todo, session.verbose)}")
-        result = session.execute(jobs.evaluate_job, [state.asset for state in todo], partition, tags)
+        result = session.execute(job, [state.asset for state in todo], partition, tags)
         for materialization in _materializations(result):
             name = materialization.asset_key.to_user_string()
             report.assets.append((model.key, dataset, name))
@@ -366,18 +387,44 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
                 report.encoded.append((model.key, dataset, name.removesuffix("_embeddings")))
         if not result.success:
             report.failures.append(f"{label}: {_failure(result, session.verbose)}")
-            return
+            return None
         materialized = True
-    else:
-        report.failures.append(f"{label}: not up to date after {len(assets) + 1} runs: "
-                               + ", ".join(state.asset for state in session.states(assets, str(partition))
-                                           if state.needs_work))
-        return
-    if materialized:
-        report.materialized.append((model.key, dataset))
-    else:
-        session.log(f"{label}: up to date")
-        report.skipped.append((model.key, dataset))
+    report.failures.append(f"{label}: not up to date after {len(assets) + 1} runs: "
+                           + ", ".join(state.asset for state in session.states(assets, str(partition))
+                                       if state.needs_work))
+    return None
+
+
+def _materialize_read_across(session: Session, models: Sequence[ResolvedModel], dataset: str,
+                             tags: dict[str, str], report: RunReport) -> None:
+    """Before the dataset's partitions, materialize what they read in another card's partition (a
+    bi-encoder rerank reads its ``by`` card's embeddings), there: only those assets and what they
+    need in that partition, so a card left out of ``--models`` is encoded, not evaluated."""
+    for card, assets in _read_across(session, models, dataset):
+        model = session.config.models[card]
+        if _bring_up_to_date(session, model, dataset, assets, tags, report):
+            report.read_across.append((model.key, dataset))
+
+
+def _read_across(session: Session, models: Sequence[ResolvedModel], dataset: str) -> list[tuple[str, list[str]]]:
+    """(card name, its assets, upstream first) that the selected (card, dataset) partitions read
+    across partitions, followed through what those assets read in turn; a card read by another
+    card that is read comes first."""
+    freshness = session.freshness()
+    graph = session.defs.resolve_asset_graph()
+    evaluated = list(session.jobs(dataset).assets)
+    scan = [(dg.AssetKey(asset), str(model_dataset_key(model.name, dataset))) for model in models for asset in evaluated]
+    needed: dict[str, set[str]] = {}
+    while scan:
+        asset, partition = scan.pop()
+        for parent, parent_partition in freshness.other_partition_parents(asset, partition):
+            upstream = {key.to_user_string() for key in graph.get_ancestor_asset_keys(parent)}
+            wanted = {name for name in evaluated if name in upstream or name == parent.to_user_string()}
+            new = wanted - needed.setdefault(parent_partition, set())
+            needed[parent_partition] |= new
+            scan += [(dg.AssetKey(name), parent_partition) for name in new]
+    return [(model_dataset_partitions.get_partition_key_from_str(partition).keys_by_dimension["model"],
+             [name for name in evaluated if name in assets]) for partition, assets in reversed(needed.items())]
 
 
 def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> None:

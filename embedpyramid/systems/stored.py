@@ -4,9 +4,9 @@
 rest of the pyramid left them — the model's exact run (L2), another system's run, an L4 index
 searched at the candidate depth (``ann:`` references: the index the L4 asset built for the
 spec's first seed, loaded, never rebuilt), the reranking card's embedding tables (read from the
-content-addressed cache, or encoded into it when that card has not been evaluated on the
-dataset yet, so its own embedding asset then reuses them) and the dev split's runs — then
-:func:`~embedpyramid.systems.level.evaluate_system` and
+content-addressed cache, where that card's own embedding assets wrote them: a rerank never
+encodes them, and says which partition to materialize when they are missing) and the dev
+split's runs — then :func:`~embedpyramid.systems.level.evaluate_system` and
 :func:`~embedpyramid.systems.level.write_system`.
 """
 
@@ -20,8 +20,8 @@ import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.config.systems import EXACT, AnnReference, BiEncoderSystem, parse_ann_reference
-from embedpyramid.data import FrozenDataset, encoding_inputs, open_frozen
-from embedpyramid.encode import Encoder, cached_embedding_path, embed_table, read_embedding_metadata, read_embeddings
+from embedpyramid.data import FrozenDataset, open_frozen
+from embedpyramid.encode import Encoder, Kind, cached_embedding_path, read_embedding_metadata, read_embeddings
 from embedpyramid.retrieval.search import search_metric
 from embedpyramid.store import ArtifactStore, read_frame
 from embedpyramid.systems.first_stage import ann_first_stage
@@ -42,8 +42,8 @@ def evaluate_stored_system(
 ) -> tuple[SystemResult, dict[str, Path]]:
     """Run system ``name`` of ``systems.yaml`` on ``dataset`` for ``model`` (None for a
     model-independent system) from the stored inputs, and write it. ``encoder(card)`` loads a
-    card's encoder: a bi-encoder rerank encodes its ``by`` card's tables on a cache miss and
-    times that card's query encoding with it."""
+    card's encoder: a bi-encoder rerank times its ``by`` card's query encoding with it (its
+    vectors are read from the cache)."""
     systems = config.systems
     if systems is None:
         raise ValueError(f"{config.directory / 'systems.yaml'} does not exist: there is no L5 system {name!r}")
@@ -67,11 +67,8 @@ def evaluate_stored_system(
         by = config.models[spec.by]
         if encoder is None:
             raise ValueError(f"system {name!r} reranks by card {spec.by!r}: give an encoder loader")
-        keyed = []
-        for kind in ("query", "document"):
-            table = embed_table(store, by, kind, encoding_inputs(frozen, kind), lambda: encoder(by))
-            keyed.append(KeyedVectors(*read_embeddings(table.path)))
-        rerank_vectors = (keyed[0], keyed[1])
+        rerank_vectors = (_by_card_vectors(store, name, by, dataset, frozen, "query"),
+                          _by_card_vectors(store, name, by, dataset, frozen, "document"))
 
         def encode_query(text: str) -> np.ndarray:
             return encoder(by).encode([text], "query")[0]
@@ -83,6 +80,20 @@ def evaluate_stored_system(
         first_stages=first_stages, rerank_vectors=rerank_vectors, encode_query=encode_query, dev=dev,
     )
     return result, write_system(result, store)
+
+
+def _by_card_vectors(store: ArtifactStore, name: str, by: ResolvedModel, dataset: str, frozen: FrozenDataset,
+                     kind: Kind) -> KeyedVectors:
+    """The ``by`` card's vectors of the dataset's ``kind`` texts, read from the cache its own
+    embedding asset wrote: a rerank never encodes another card's tables."""
+    path = cached_embedding_path(store, by, frozen, kind)
+    if not path.is_file():
+        raise ValueError(
+            f"system {name!r} reranks by card {by.name!r}, whose {kind} vectors of {dataset!r} are not materialized "
+            f"({path} does not exist): materialize {kind}_embeddings for the partition model {by.name!r} × dataset "
+            f"{dataset!r} first (`embedpyramid run` does so before the partitions that read it)"
+        )
+    return KeyedVectors(*read_embeddings(path))
 
 
 def _first_stages(

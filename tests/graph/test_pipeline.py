@@ -28,6 +28,7 @@ from graphbase.partitions import (
     PAIR_FAMILIES,
     TASK_FAMILIES,
     ann_asset_name,
+    card_partition_mapping,
     model_dataset_key,
     system_asset_name,
     task_datasets_name,
@@ -72,8 +73,9 @@ def test_definitions_load_with_lineage_partitions_and_automation():
                                             "config/conventions", "config/measures", "frozen_dataset", *inputs])
            for name, inputs in {
                "bm25": [], "rrf": ["system_bm25", "exact_topk"], "weighted-minmax": ["system_bm25", "exact_topk"],
-               "weighted-zscore": ["system_bm25", "exact_topk"], "rerank-by-use-m3": ["exact_topk"],
-               "rerank-by-minilm-l6": ["exact_topk"],
+               "weighted-zscore": ["system_bm25", "exact_topk"],
+               "rerank-by-use-m3": ["exact_topk", "query_embeddings", "document_embeddings"],
+               "rerank-by-minilm-l6": ["exact_topk", "query_embeddings", "document_embeddings"],
                "hnsw-rerank-by-use-m3": ["ann_hnsw32", "query_embeddings", "document_embeddings"]}.items()},
         "results_db": sorted(["benchmark_transfer", "comparisons", "config/comparison", "efficiency", "grade_analysis",
                               "retrieval_metrics", "task_comparisons"]),
@@ -100,6 +102,14 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         "downstream_answers": ["config/conventions", "config/judge", "exact_topk", "frozen_dataset"],
         "grade_analysis": ["config/comparison", "config/judge", "downstream_answers"],
     }
+    # A bi-encoder rerank reads its by card's embeddings in that card's partition (the lineage
+    # shows query/document_embeddings [by × dataset] → the rerank [card × dataset]); an ann:
+    # first stage reaches the card's own embeddings through the index asset.
+    for name, by in (("rerank-by-use-m3", "use-m3"), ("rerank-by-minilm-l6", "minilm-l6"),
+                     ("hnsw-rerank-by-use-m3", "use-m3")):
+        mappings = graph.get(dg.AssetKey(system_asset_name(name))).partition_mappings
+        assert {key.to_user_string(): mapping for key, mapping in mappings.items()} == {
+            kind: card_partition_mapping(by) for kind in ("query_embeddings", "document_embeddings")}
     facets = {key.to_user_string() for key in graph.get_all_asset_keys() if graph.get(key).is_observable}
     assert facets == {f"config/{name}" for name in (
         "model_card", "run_settings", "dataset_source", "search", "measures", "conventions", "resampling", "comparison",
@@ -131,11 +141,12 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path, 
     minilm_key, use_key = config.models["minilm-l6"].key, config.models["use-m3"].key
     d256_key = config.models["minilm-l6-d256"].key
     # One forward pass per text: the card's table is derived from the raw one (MiniLM's
-    # Normalize module is stripped for the pass), so the raw assets encode nothing more. USE's
-    # tables were encoded once, into the shared cache, by MiniLM's rerank-by-use-m3 (L5), so its
-    # own embedding assets found them there.
-    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys if key != use_key
+    # Normalize module is stripped for the pass), so the raw assets encode nothing more. Every
+    # table is encoded by its own card's embedding assets: the reranks by USE and by MiniLM (L5)
+    # read the other card's, which the runner materialized first in that card's partition.
+    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys
                                             for kind in ("document", "query"))
+    assert sorted(report.read_across) == sorted([(minilm_key, "chatterbot-en"), (use_key, "chatterbot-en")])
     assert report.summary_built
     queries = [args for args in commands_of("embedpyramid") if args[0] == "query"]
     assert len(queries) == 2

@@ -8,10 +8,14 @@ import pytest
 from graph_helpers import default_section, plan_and_automation, quick_protocol, small_ann, toy
 
 from embedpyramid.config import ConfigError, load_config
-from embedpyramid.store import read_frame, read_json
+from embedpyramid.data import open_frozen
+from embedpyramid.encode import cached_embedding_path
+from embedpyramid.store import ArtifactStore, read_frame, read_json
+from embedpyramid.systems.stored import evaluate_stored_system
+from graphbase.dagster_internals import parent_partitions
 from graphbase.partitions import model_dataset_key
 from pipelines.graph import build_definitions
-from pipelines.runner import run_pipeline
+from pipelines.runner import open_session, run_pipeline
 
 
 def systems_yaml(**systems) -> dict:
@@ -81,7 +85,7 @@ def test_systems_with_real_models_join_the_comparisons_and_the_report_and_only_r
     assert planned == requested == expected
 
 
-def test_bm25_runs_once_per_dataset_an_ann_first_stage_reads_l4_and_a_rerank_encodes_the_other_card(
+def test_bm25_runs_once_per_dataset_an_ann_first_stage_reads_l4_and_a_rerank_reads_the_other_cards_partition(
         write_configs, tiny, tmp_path):
     systems = {"bm25": BM25, "rrf": rrf(), "flat-rerank": {
         "kind": "bi-encoder", "first_stage": "ann:flat", "top_n": 5, "by": "wide"}}
@@ -91,14 +95,20 @@ def test_bm25_runs_once_per_dataset_an_ann_first_stage_reads_l4_and_a_rerank_enc
     instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
     report = run_pipeline(folder, data, instance=instance)
     assert report.failures == []
+    config = load_config(folder)
+    narrow, wide = config.models["narrow"].key, config.models["wide"].key
+    # The rerank of narrow's partition reads wide's vectors, which wide's own embedding assets
+    # encoded, in wide's partition, before any partition was evaluated.
+    assert report.read_across == [(wide, "tiny")]
+    assert sorted(report.assets[:2]) == [(wide, "tiny", "document_embeddings"), (wide, "tiny", "query_embeddings")]
+    assert sorted(report.encoded) == sorted((key, "tiny", kind) for key in (narrow, wide) for kind in ("document", "query"))
+    assert report.materialized == [(narrow, "tiny"), (wide, "tiny")]
     records = instance.fetch_materializations(dg.AssetKey("system_bm25"), limit=10).records
     assert [record.partition_key for record in records] == ["tiny"]
     not_applicable = instance.fetch_materializations(dg.AssetRecordsFilter(
         dg.AssetKey("system_flat_rerank"), asset_partitions=[str(model_dataset_key("wide", "tiny"))]), limit=1).records
     assert "not_applicable" in not_applicable[0].asset_materialization.metadata
-    config = load_config(folder)
     rows = set(query(data / "results.duckdb", "SELECT DISTINCT system, model FROM per_query_metrics"))
-    narrow, wide = config.models["narrow"].key, config.models["wide"].key
     assert ("flat-rerank", narrow) in rows and ("flat-rerank", wide) not in rows and ("bm25", "none") in rows
     summary = read_frame(data / "systems" / "tiny" / narrow / "flat-rerank" / "summary.parquet")
     assert summary["inputs"][0] == "ann:flat" and summary["system_hash"][0] == config.systems.hashes["flat-rerank"]
@@ -137,3 +147,64 @@ def test_without_systems_yaml_there_is_no_l5_and_clashing_names_are_refused(writ
                           systems=systems_yaml(**{"bm25": BM25, "rrf-a": rrf(), "rrf_a": rrf()}))
     with pytest.raises(ConfigError, match="systems.rrf-a and systems.rrf_a both become the asset system_rrf_a"):
         build_definitions(clash, clash.parent / "data")
+
+
+def test_a_rerank_depends_on_the_by_cards_embedding_partitions_and_a_run_of_one_card_encodes_only_those(
+        write_configs, tiny, tmp_path):
+    systems = {"rerank-by-wide": {"kind": "bi-encoder", "first_stage": "exact", "top_n": 5, "by": "wide"}}
+    models = {"narrow": toy(32), "wide": toy(64)}
+    folder = write_configs(models=models, datasets=tiny, protocol=quick_protocol(), systems=systems_yaml(**systems))
+    (tmp_path / "home").mkdir()
+    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    rerank, narrow_tiny, wide_tiny = (dg.AssetKey("system_rerank_by_wide"), str(model_dataset_key("narrow", "tiny")),
+                                      str(model_dataset_key("wide", "tiny")))
+
+    # The lineage: query_embeddings and document_embeddings [wide × tiny] → the rerank [narrow × tiny].
+    session = open_session(folder, data, instance, log=lambda _line: None, verbose=False)
+    graph = session.defs.resolve_asset_graph()
+    assert {"query_embeddings", "document_embeddings", "exact_topk"} <= {
+        key.to_user_string() for key in graph.get(rerank).parent_keys}
+    freshness = session.freshness()
+    assert freshness.other_partition_parents(rerank, narrow_tiny) == [
+        (dg.AssetKey("document_embeddings"), wide_tiny), (dg.AssetKey("query_embeddings"), wide_tiny)]
+    assert parent_partitions(freshness.view, rerank, narrow_tiny, dg.AssetKey("exact_topk")) == [narrow_tiny]
+    assert freshness.other_partition_parents(rerank, wide_tiny) == []
+
+    # `--models narrow`: wide's embeddings are materialized in wide's partition, nothing else of wide.
+    report = run_pipeline(folder, data, instance=instance, models=["narrow"])
+    config = load_config(folder)
+    narrow, wide = config.models["narrow"].key, config.models["wide"].key
+    assert report.failures == [] and report.read_across == [(wide, "tiny")]
+    assert report.materialized == [(narrow, "tiny")]
+    assert {asset for key, _, asset in report.assets if key == wide} == {"query_embeddings", "document_embeddings"}
+    assert sorted(report.encoded) == sorted((key, "tiny", kind) for key in (narrow, wide) for kind in ("document", "query"))
+    assert not instance.fetch_materializations(dg.AssetRecordsFilter(
+        dg.AssetKey("exact_topk"), asset_partitions=[wide_tiny]), limit=1).records
+    assert ("rerank-by-wide", narrow) in set(query(data / "results.duckdb",
+                                                   "SELECT DISTINCT system, model FROM per_query_metrics"))
+
+    # A new wide card: the rerank of narrow is stale through wide's embeddings (not directly,
+    # until they are re-encoded), and the runner and the automation both start with wide's vectors.
+    models["wide"] = toy(80)
+    write_configs(models=models, datasets=tiny, protocol=quick_protocol(), systems=systems_yaml(**systems))
+    planned, requested, _ = plan_and_automation(folder, data, instance)
+    assert (rerank.to_user_string(), narrow_tiny) not in planned | requested
+    assert {("query_embeddings", wide_tiny), ("document_embeddings", wide_tiny)} <= planned & requested
+    session = open_session(folder, data, instance, log=lambda _line: None, verbose=False)
+    (state,) = session.states([rerank.to_user_string()], narrow_tiny)
+    assert state.state == "stale" and not state.direct
+    assert "config/model_card [wide] has a new data version" in state.causes
+    again = run_pipeline(folder, data, instance=instance, models=["narrow"])
+    new_wide = load_config(folder).models["wide"].key
+    assert again.failures == [] and again.read_across == [(new_wide, "tiny")]
+    assert {asset for key, _, asset in again.assets if key == narrow} == {"system_rerank_by_wide"}
+
+    # The rerank never encodes: without the by card's vectors it fails and names the partition.
+    config = load_config(folder)
+    store = ArtifactStore.at(data)
+    frozen = open_frozen(store.dataset_dir("tiny"))
+    cached_embedding_path(store, config.models["wide"], frozen, "query").unlink()
+    with pytest.raises(ValueError, match=r"materialize query_embeddings for the partition model 'wide' × dataset "
+                                         r"'tiny' first"):
+        evaluate_stored_system(config, store, "rerank-by-wide", "tiny", frozen, config.models["narrow"],
+                               lambda _card: pytest.fail("a rerank must not load an encoder to encode"))
