@@ -736,14 +736,30 @@ def remember_fresh(instance: dg.DagsterInstance, signature: str) -> None:
     instance.daemon_cursor_storage.set_cursor_values({FRESH_MEMO: memo})
 
 
-class StaleCondition(dg.AutomationCondition):
+class _FreshnessCondition(dg.AutomationCondition):
+    """True for the candidate partitions :meth:`holds` for, read off the same :class:`Freshness`
+    that ``embedpyramid run`` plans its waves with, so the automation and the CLI cannot disagree."""
+
+    @property
+    def requires_cursor(self) -> bool:
+        return False
+
+    def holds(self, freshness: Freshness, key: dg.AssetKey, partition: str | None) -> bool:
+        raise NotImplementedError
+
+    def evaluate(self, context: Any) -> dg.AutomationResult:
+        view = context.asset_graph_view
+        freshness = Freshness(view.instance, view.asset_graph)
+        true = [partition for partition in candidate_partitions(context) if self.holds(freshness, context.key, partition)]
+        return dg.AutomationResult(context, true_subset=subset_of(view, context.key, true))
+
+
+class StaleCondition(_FreshnessCondition):
     """True for the partitions that are stale *directly* (the UI's "Unsynced"): a config facet,
     an input's data version or the asset's code version changed since it was materialized; for a
-    summary, also an input partition with a new data version since it was built.
-
-    The same :class:`Freshness` that ``embedpyramid run`` plans its waves with, so the automation
-    and the CLI cannot disagree about what is stale. Partitions stale only because something
-    upstream is not fresh wait for it (their upstream is requested first).
+    summary, also an input partition with a new data version since it was built. Partitions
+    stale only because something upstream is not fresh wait for it (their upstream is requested
+    first).
     """
 
     @property
@@ -754,19 +770,12 @@ class StaleCondition(dg.AutomationCondition):
     def description(self) -> str:
         return "a config facet, an upstream data version or the code version changed since the last materialization"
 
-    @property
-    def requires_cursor(self) -> bool:
-        return False
-
-    def evaluate(self, context: Any) -> dg.AutomationResult:
-        view = context.asset_graph_view
-        freshness = Freshness(view.instance, view.asset_graph)
-        stale = [partition for partition in candidate_partitions(context)
-                 if (found := freshness.state(context.key, partition)).state == "stale" and found.direct]
-        return dg.AutomationResult(context, true_subset=subset_of(view, context.key, stale))
+    def holds(self, freshness: Freshness, key: dg.AssetKey, partition: str | None) -> bool:
+        found = freshness.state(key, partition)
+        return found.state == "stale" and found.direct
 
 
-class WaitsForOtherPartition(dg.AutomationCondition):
+class WaitsForOtherPartition(_FreshnessCondition):
     """True for the partitions that read an asset partition of another partition (a bi-encoder
     rerank reads its ``by`` card's embeddings) which is not fresh: another run materializes it,
     so they wait for it, missing or stale, as ``embedpyramid run`` materializes it first."""
@@ -779,16 +788,8 @@ class WaitsForOtherPartition(dg.AutomationCondition):
     def description(self) -> str:
         return "an input in another partition (another card's embeddings) is missing, stale or failed"
 
-    @property
-    def requires_cursor(self) -> bool:
-        return False
-
-    def evaluate(self, context: Any) -> dg.AutomationResult:
-        view = context.asset_graph_view
-        freshness = Freshness(view.instance, view.asset_graph)
-        waiting = [partition for partition in candidate_partitions(context)
-                   if partition is not None and freshness.waits_for_other_partition(context.key, partition)]
-        return dg.AutomationResult(context, true_subset=subset_of(view, context.key, waiting))
+    def holds(self, freshness: Freshness, key: dg.AssetKey, partition: str | None) -> bool:
+        return partition is not None and freshness.waits_for_other_partition(key, partition)
 
 
 class UpstreamBusy(dg.AutomationCondition):
