@@ -19,6 +19,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
@@ -96,6 +97,23 @@ def _folders(args: argparse.Namespace, root: Path) -> tuple[Path, str]:
     return configs, data
 
 
+class InstallError(RuntimeError):
+    """The environment lacks a package of the project; the message says how to install it."""
+
+
+def _runner() -> ModuleType:
+    """The orchestration layer, imported when a command needs it (the core never imports Dagster)."""
+    try:
+        import pipelines.runner
+    except ModuleNotFoundError as error:
+        package = (error.name or "").split(".")[0]
+        if package not in ("pipelines", "graphbase", "assets", "resources"):
+            raise
+        raise InstallError(f"the package {package!r} is not installed in {sys.prefix} (an install from before "
+                           "the orchestration layer was packaged?): run `pip install -e .` in the checkout") from None
+    return pipelines.runner
+
+
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
@@ -105,7 +123,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     configs, data = _folders(args, root)
     models = [args.model] if args.command == "backfill" else _csv(args.models)
     datasets = None if args.command == "backfill" else _csv(args.datasets)
-    from pipelines.runner import run_pipeline
+    run_pipeline = _runner().run_pipeline
 
     display = ProgressDisplay(sys.stderr)
     with showing(display):
@@ -124,7 +142,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _status(args: argparse.Namespace) -> int:
     root = project_root()
     configs, data = _folders(args, root)
-    from pipelines.runner import project_status
+    project_status = _runner().project_status
 
     rows = project_status(configs, data, models=_csv(args.models), datasets=_csv(args.datasets))
     if args.format == "json":
@@ -196,7 +214,7 @@ def _command(args: argparse.Namespace, argv: list[str]) -> int:
             print(format_leaderboard(read_leaderboard(db), args.format))
         return 0
     except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError, CorruptFileError,
-            QueryError, DataFolderBusy, RunHistoryError) as error:
+            QueryError, DataFolderBusy, RunHistoryError, InstallError) as error:
         _report(error, str(error), args)
         return EXIT_ERROR
     except KeyboardInterrupt:

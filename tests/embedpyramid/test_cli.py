@@ -38,3 +38,12 @@ def test_query_prints_rows_and_refuses_bad_sql_naming_the_database_and_its_views
     assert "read-only" in capsys.readouterr().err
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM board").fetchall() == [(2,)]
+
+
+def test_an_install_without_the_orchestration_packages_says_how_to_fix_it(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pipelines.runner", None)  # what an install from before they were packaged meets
+    monkeypatch.setitem(sys.modules, "pipelines", None)
+    assert main(["status"]) == 2
+    assert capsys.readouterr().err.strip().endswith("run `pip install -e .` in the checkout")
