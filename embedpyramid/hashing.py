@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def sha256_json(value: Any) -> str:
@@ -21,6 +22,8 @@ def sha256_table(table: pa.Table) -> str:
     Independent of Parquet encoding, compression and row-group layout, so re-freezing identical
     data gives the identical hash.
     """
+    import pyarrow as pa  # here: hashing a config (sha256_json) needs no Arrow
+
     digest = hashlib.sha256()
     digest.update(str(table.schema.remove_metadata()).encode("utf-8"))
     for batch in table.combine_chunks().to_batches():

@@ -1,5 +1,7 @@
 import importlib
 import re
+import subprocess
+import sys
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
@@ -363,3 +365,14 @@ def test_retrieval_protocol_mteb_refusals(write_configs):
     with pytest.raises(ConfigError, match="depth .100. at least retrieval.top_k .1000."):
         load_config(write_configs("b", datasets={"q": {"loader": "chatterbot", "drop_self_hits": True,
                                                        "retrieval": {"protocol": "mteb"}}}))
+
+
+def test_validating_the_default_configs_imports_no_heavy_library():
+    """Every command validates the config first (``status`` and a warm ``run`` do little else):
+    no numerical, storage or model library may come in with it. ~1 s (a fresh interpreter)."""
+    heavy = ("bm25s", "numba", "scipy", "numpy", "polars", "pyarrow", "duckdb", "torch", "sklearn", "faiss", "dagster")
+    script = ("import sys; from embedpyramid.config import load_config; load_config(sys.argv[1]); "
+              f"print(sorted(name for name in {heavy!r} if name in sys.modules))")
+    found = subprocess.run([sys.executable, "-c", script, str(DEFAULT_CONFIGS)], capture_output=True, text=True,
+                           check=True, cwd=DEFAULT_CONFIGS.parent)
+    assert found.stdout.strip() == "[]"

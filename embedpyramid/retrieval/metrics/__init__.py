@@ -8,9 +8,9 @@ construction once (``aliases``), and :func:`random_ranking_floor` gives every me
 under a random ranking (``floor``).
 """
 
+from typing import Any
+
 from embedpyramid.retrieval.metrics.conventions import TIE_RULES, MetricConventions
-from embedpyramid.retrieval.metrics.evaluate import RetrievalEvaluation, evaluate_run
-from embedpyramid.retrieval.metrics.floor import random_ranking_floor
 from embedpyramid.retrieval.metrics.measures import Measure, default_measures, parse_measure
 
 __all__ = [
@@ -23,3 +23,17 @@ __all__ = [
     "parse_measure",
     "random_ranking_floor",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The evaluation and the floor on first use: they need numpy and polars, which validating a
+    config (it parses measures and conventions) does not."""
+    if name in ("RetrievalEvaluation", "evaluate_run"):
+        from embedpyramid.retrieval.metrics import evaluate
+
+        return getattr(evaluate, name)
+    if name == "random_ranking_floor":
+        from embedpyramid.retrieval.metrics.floor import random_ranking_floor
+
+        return random_ranking_floor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -176,3 +176,17 @@ def test_model_independence_follows_the_chain(tmp_path: Path):
     assert config.upstream_systems("hybrid-ce") == ["lexical", "lexical-ce", "hybrid"]
     assert config.model_label("lexical-ce", "m@1") == MODEL_INDEPENDENT
     assert config.model_label("hybrid-ce", "m@1") == "m@1"
+
+
+def test_the_stopword_lists_checked_without_bm25s_are_the_ones_bm25s_has():
+    import bm25s.stopwords
+    from bm25s.tokenization import Tokenizer
+
+    from embedpyramid.config.systems import BM25S_STOPWORD_LISTS
+
+    for name in BM25S_STOPWORD_LISTS:
+        assert Tokenizer(stopwords=name).stopwords, name
+    languages = {name.removeprefix("STOPWORDS_").lower() for name in dir(bm25s.stopwords) if name.startswith("STOPWORDS_")}
+    assert languages <= BM25S_STOPWORD_LISTS
+    with pytest.raises(ValueError):
+        Tokenizer(stopwords="klingon")
