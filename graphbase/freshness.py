@@ -40,7 +40,7 @@ GraphQL ``staleStatus``), which :mod:`graphbase.dagster_internals` alone imports
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -398,10 +398,18 @@ def config_observations(instance: dg.DagsterInstance, config: ProjectConfig) -> 
     """The observations that would bring Dagster's facet versions up to date with ``config``."""
     events = []
     for facet in project_facets(config):
-        for partition in facet.partitions(config):
+        partitions = facet.partitions(config)
+        if facet.partitioned_by is None:
+            record = instance.get_latest_data_version_record(facet.key, True, None)
+            latest = {None: record.event_log_entry.tags.get(DATA_VERSION_TAG)
+                      if record and record.event_log_entry.tags else None}
+        else:  # one query per facet, every partition at once
+            tags = instance.event_log_storage.get_latest_tags_by_partition(
+                facet.key, dg.DagsterEventType.ASSET_OBSERVATION, [DATA_VERSION_TAG], asset_partitions=partitions)
+            latest = {partition: tags.get(partition, {}).get(DATA_VERSION_TAG) for partition in partitions}
+        for partition in partitions:
             version, fragment = facet.version(config, partition)
-            record = instance.get_latest_data_version_record(facet.key, True, partition)
-            recorded = record.event_log_entry.tags.get(DATA_VERSION_TAG) if record and record.event_log_entry.tags else None
+            recorded = latest[partition]
             if recorded != version:
                 events.append(dg.AssetObservation(
                     asset_key=facet.key, partition=partition, tags={DATA_VERSION_TAG: version},
@@ -469,6 +477,7 @@ class Freshness:
         self.view = graph_view(instance, asset_graph)
         self.dagster = DagsterStaleness(self.view)
         self._memo: dict[tuple[dg.AssetKey, str | None], AssetState] = {}
+        self._storage_ids: dict[tuple[dg.AssetKey, dg.DagsterEventType], Mapping[str, int]] = {}
 
     def states(self, asset_partitions: Iterable[tuple[dg.AssetKey, str | None]]) -> list[AssetState]:
         return [self.state(asset, partition) for asset, partition in asset_partitions]
@@ -589,16 +598,31 @@ class Freshness:
         """Whether the latest run that planned this partition failed, or was killed or canceled,
         and nothing materialized it since (a killed run records no failed materialization)."""
         records_filter = dg.AssetRecordsFilter(asset, asset_partitions=[partition] if partition else None)
-        materialized = self.instance.fetch_materializations(records_filter, limit=1).records
+        if partition is None:
+            materialized = self.instance.fetch_materializations(records_filter, limit=1).records
+            last = materialized[0].storage_id if materialized else -1
+        else:
+            last = self._latest_storage_ids(asset, dg.DagsterEventType.ASSET_MATERIALIZATION).get(partition, -1)
         failed = self.instance.fetch_failed_materializations(records_filter, limit=1).records
-        last = materialized[0].storage_id if materialized else -1
         if failed and failed[0].storage_id > last:
             return True
+        if partition is not None:
+            planned_id = self._latest_storage_ids(asset, dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED).get(partition)
+            if planned_id is None or planned_id < last:
+                return False
         planned = self.instance.get_latest_planned_materialization_info(asset, partition)
         if planned is None or planned.storage_id < last:
             return False
         run = self.instance.get_run_by_id(planned.run_id)
         return run is not None and run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+    def _latest_storage_ids(self, asset: dg.AssetKey, event_type: dg.DagsterEventType) -> Mapping[str, int]:
+        """The storage id of the latest event of ``event_type`` of every partition of ``asset``:
+        one query per asset instead of one per partition."""
+        key = (asset, event_type)
+        if key not in self._storage_ids:
+            self._storage_ids[key] = self.instance.get_latest_storage_id_by_partition(asset, event_type)
+        return self._storage_ids[key]
 
 
 def summary_inputs(freshness: Freshness, summary: dg.AssetKey, config: ProjectConfig) -> SummaryInputs:
@@ -651,11 +675,12 @@ def up_to_date_evaluations(freshness: Freshness, assets: Iterable[dg.AssetKey]) 
     return evaluations
 
 
-def report_up_to_date(instance: dg.DagsterInstance, asset_graph: Any) -> int:
+def report_up_to_date(instance: dg.DagsterInstance, asset_graph: Any, freshness: Freshness | None = None) -> int:
     """Record the ``up_to_date`` check of every materializable asset whose outcome changed since
     its last evaluation (the CLI after each command, the config sensor on each tick); returns
-    how many were recorded."""
-    freshness = Freshness(instance, asset_graph)
+    how many were recorded. ``freshness``: the states already read at this moment (``status``),
+    if nothing was recorded since."""
+    freshness = freshness or Freshness(instance, asset_graph)
     assets = sorted(key for key in asset_graph.get_all_asset_keys() if asset_graph.get(key).is_materializable)
     recorded = 0
     for evaluation in up_to_date_evaluations(freshness, assets):

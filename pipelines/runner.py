@@ -584,7 +584,9 @@ def project_status(
     """Dagster's state of every level of every selected dataset × card, and of the summary.
 
     Nothing is materialized; the config's current versions are reported (as ``run`` does), so
-    what this prints is what the UI shows and what ``run`` would do.
+    what this prints is what the UI shows and what ``run`` would do. When Dagster last found the
+    whole selection fresh and nothing was recorded since (:func:`~graphbase.freshness.known_fresh`,
+    the memo a ``run`` or ``status`` leaves), every level is fresh without asking again.
     """
     with run_history_errors(store_path(data_dir)):
         config = load_config(configs_dir)
@@ -593,21 +595,35 @@ def project_status(
         fail_abandoned_runs(session.instance)
         observe_config(session.instance, session.config)
         graph = session.defs.resolve_asset_graph()
-        freshness = session.freshness()
+        signature = graph_signature(graph, _asked(session, selected_models, selected_datasets))
+        fresh = known_fresh(session.instance, signature)
+        freshness = None if fresh else session.freshness()
+        recorded_before = session.instance.event_log_storage.get_maximum_record_id()
+
+        def states(assets: Sequence[str], partition: str | None) -> list[AssetState]:
+            if fresh:
+                return [AssetState(asset, partition, "fresh") for asset in assets]
+            return session.states(assets, partition, freshness)
+
         rows = []
         for dataset in selected_datasets:
             jobs = session.jobs(dataset)
             levels: dict[str, list[str]] = {}
             for asset in jobs.assets:
                 levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
-            rows.append(level_status(dataset, None, "data", session.states([jobs.frozen_asset], dataset, freshness)))
+            rows.append(level_status(dataset, None, "data", states([jobs.frozen_asset], dataset)))
             if jobs.dataset_assets:
-                rows.append(level_status(dataset, None, "l5_systems",
-                                         session.states(list(jobs.dataset_assets), dataset, freshness)))
+                rows.append(level_status(dataset, None, "l5_systems", states(list(jobs.dataset_assets), dataset)))
             for model in selected_models:
                 partition = str(model_dataset_key(model.name, dataset))
-                rows += [level_status(dataset, model.key, level, session.states(assets, partition, freshness))
+                rows += [level_status(dataset, model.key, level, states(assets, partition))
                          for level, assets in levels.items()]
-        rows.append(level_status(None, None, "summary", session.states(summary_assets(session.defs), None, freshness)))
-        report_up_to_date(session.instance, graph)
+        rows.append(level_status(None, None, "summary", states(summary_assets(session.defs), None)))
+        if fresh:  # nothing recorded since the up_to_date checks were last reported
+            return rows
+        recorded = report_up_to_date(session.instance, graph, freshness)
+        # All fresh, and nothing recorded while reading (status holds no lock): the next command asks nothing.
+        if (not recorded and all(row.state == "fresh" for row in rows)
+                and session.instance.event_log_storage.get_maximum_record_id() == recorded_before):
+            remember_fresh(session.instance, signature)
         return rows
