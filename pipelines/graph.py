@@ -28,6 +28,7 @@ from assets.tasks import TASK_ASSETS
 from assets.transfer import benchmark_transfer
 from embedpyramid.config import load_config
 from embedpyramid.config.ann import IndexSpec, load_ann_config
+from embedpyramid.config.base import yaml_sources
 from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.store import StorePath
 from graphbase.freshness import config_facets, provide_location_graph, up_to_date_checks
@@ -113,8 +114,8 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
 def location_asset_graph(configs_dir: str, data_dir: str) -> Any:
     """The asset graph of a config folder (rebuilt when one of its files changes): what a summary
     asset run in-process follows upstream."""
-    folder = Path(configs_dir)
-    stamps = tuple(sorted((path.name, path.stat().st_mtime_ns) for path in folder.glob("*.yaml")))
+    sources = {source for path in Path(configs_dir).glob("*.yaml") for source in yaml_sources(path)}
+    stamps = tuple(sorted((str(source), source.stat().st_mtime_ns) for source in sources))
     return _asset_graph(configs_dir, data_dir, stamps)
 
 
