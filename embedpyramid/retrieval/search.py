@@ -307,7 +307,7 @@ def run_table(query_ids: Sequence[str], doc_ids: Sequence[str], scores: np.ndarr
     doc_array = pa.array(doc_ids, pa.string())
     return pa.table(
         {
-            "query_id": pa.array(np.repeat(np.asarray(query_ids, dtype=object), depth), pa.string()),
+            "query_id": pa.array(query_ids, pa.string()).take(pa.array(np.repeat(np.arange(n_queries), depth))),
             "rank": pa.array(np.tile(np.arange(1, depth + 1, dtype=np.int32), n_queries)),
             "doc_id": doc_array.take(pa.array(indices.reshape(-1))),
             "score": pa.array(scores.reshape(-1), pa.float32()),

@@ -121,7 +121,9 @@ def judged_ranking(
     """The ranking of the evaluated queries to ``depth`` ranks, and the run's score-tie groups.
 
     ``run`` has query_id, doc_id, score; ``judged`` is :func:`judged_qrels` of the evaluated
-    queries.
+    queries. Ids are coded as integers once (enumerations of the evaluated queries and of the
+    judged documents); the run's rows are ordered and looked up in the qrels on those codes, and
+    only rows of tied scores are ordered by their doc_id strings.
     """
     n_queries = len(evaluated)
     judged_query = judged["query_index"].to_numpy()
@@ -131,24 +133,84 @@ def judged_ranking(
     )
     ideal = ideal_gains(judged_query, graded_gain(judged_grade, conventions.gain), n_queries, ideal_depth)
 
-    retrieved = run.select("query_id", "doc_id", "score").join(_query_index(evaluated), on="query_id")
+    query = _codes(run["query_id"], list(evaluated))
+    kept = query >= 0
     if conventions.drop_self_hits:
-        retrieved = retrieved.filter(pl.col("doc_id") != pl.col("query_id"))
-    descending_id = conventions.ties == "trec_eval"
-    ordered = (
-        retrieved.sort("query_index", "score", "doc_id", descending=[False, True, descending_id])
-        .join(judged.select("query_id", "doc_id", "relevance"), on=["query_id", "doc_id"], how="left")
-        .select("query_index", "score", "relevance")
-    )
-    query = ordered["query_index"].to_numpy()
-    grade = ordered["relevance"].fill_null(0).to_numpy()
-    is_judged = ordered["relevance"].is_not_null().to_numpy()
-    tied = _tie_groups(query, ordered["score"].to_numpy(), grade, is_judged, conventions)
+        kept &= (run["doc_id"] != run["query_id"]).to_numpy()
+    rows = np.flatnonzero(kept)
+    query, score = query[rows], run["score"].to_numpy()[rows]
+    order = _by_query_then_score(query, score)
+    rows, query, score = rows[order], query[order], score[order]
+    if conventions.ties != "expected":
+        rows = _tied_rows_by_doc_id(rows, query, score, run["doc_id"], descending=conventions.ties == "trec_eval")
+    grade, is_judged = _run_grades(run["doc_id"], rows, query, judged)
+    tied = _tie_groups(query, score, grade, is_judged, conventions)
     groups = tied if conventions.ties == "expected" else _singletons(query, grade, is_judged, conventions)
     counts = np.bincount(query, minlength=n_queries)
     width = max(1, min(depth, int(counts.max(initial=0))))
     ranking = ranking_from_groups(groups, n_relevant, ideal, counts, width)
     return ranking, tied
+
+
+def _codes(values: pl.Series, categories: list[str]) -> np.ndarray:
+    """Position of each value among the distinct ``categories`` (int64), -1 where absent."""
+    if not categories:
+        return np.full(values.len(), -1, np.int64)
+    coded = values.cast(pl.Enum(categories), strict=False).to_physical()
+    return coded.cast(pl.Int64).fill_null(-1).to_numpy()
+
+
+def _by_query_then_score(query: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Order of rows by query code, then score descending (ties in any order). A run that comes
+    grouped by query in score order (as :func:`embedpyramid.retrieval.search.run_table` writes
+    it) needs one stable pass over runs of equal codes."""
+    order = np.argsort(query, kind="stable")
+    same_query = query[order][1:] == query[order][:-1]
+    ranked = score[order]
+    if (ranked[1:][same_query] > ranked[:-1][same_query]).any():
+        by_score = np.argsort(score, kind="stable")[::-1]
+        order = by_score[np.argsort(query[by_score], kind="stable")]
+    return order
+
+
+def _tied_rows_by_doc_id(
+    rows: np.ndarray, query: np.ndarray, score: np.ndarray, doc_ids: pl.Series, *, descending: bool
+) -> np.ndarray:
+    """``rows`` (ordered by query, then score) with each group of equal scores ordered by doc_id."""
+    equal = (query[1:] == query[:-1]) & (score[1:] == score[:-1])
+    if not equal.any():
+        return rows
+    in_group = np.zeros(rows.size, dtype=bool)
+    in_group[1:] |= equal
+    in_group[:-1] |= equal
+    positions = np.flatnonzero(in_group)
+    group = np.cumsum(np.concatenate([[True], ~equal]))[positions]
+    ordered = pl.DataFrame(
+        {"group": group, "doc_id": doc_ids.gather(rows[positions]), "row": rows[positions]}
+    ).sort("group", "doc_id", descending=[False, descending])
+    rows = rows.copy()
+    rows[positions] = ordered["row"].to_numpy()
+    return rows
+
+
+def _run_grades(
+    doc_ids: pl.Series, rows: np.ndarray, query: np.ndarray, judged: pl.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """Grade (0 where unjudged) and judged flag of each run row, matched on (query code, code of
+    the document among the judged ones)."""
+    judged_docs = judged["doc_id"].unique().sort().to_list()
+    n_docs = max(len(judged_docs), 1)
+    judged_keys = judged["query_index"].to_numpy() * n_docs + _codes(judged["doc_id"], judged_docs)
+    by_key = np.argsort(judged_keys)
+    doc = _codes(doc_ids, judged_docs)[rows]
+    keys = query * n_docs + doc
+    grade = np.zeros(rows.size, dtype=np.int64)
+    is_judged = np.zeros(rows.size, dtype=bool)
+    if judged_keys.size:
+        at = np.minimum(np.searchsorted(judged_keys[by_key], keys), judged_keys.size - 1)
+        is_judged = (doc >= 0) & (judged_keys[by_key][at] == keys)
+        grade[is_judged] = judged["relevance"].to_numpy()[by_key][at[is_judged]]
+    return grade, is_judged
 
 
 def ranking_from_groups(
@@ -242,8 +304,8 @@ def _aggregate(
     group: np.ndarray, query: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, conventions: MetricConventions
 ) -> TieGroups:
     n_groups = int(group.max(initial=-1)) + 1
-    first = np.searchsorted(group, np.arange(n_groups))
-    position = np.arange(query.size) - np.searchsorted(query, query, side="left")
+    first = np.flatnonzero(np.diff(group, prepend=-1))
+    position = np.arange(query.size) - _run_start(query)
     return TieGroups(
         query=query[first],
         start=position[first],
@@ -257,28 +319,42 @@ def _aggregate(
 def _relevant_before(groups: TieGroups) -> np.ndarray:
     """Relevant documents in the earlier groups of the same query."""
     total = np.cumsum(groups.relevant) - groups.relevant
-    first_of_query = np.searchsorted(groups.query, groups.query, side="left")
-    return total - total[first_of_query]
+    return total - total[_run_start(groups.query)]
+
+
+def _run_start(keys: np.ndarray) -> np.ndarray:
+    """For each element of sorted ``keys``, the index of the first element equal to it."""
+    starts = np.flatnonzero(np.diff(keys, prepend=keys[:1] - 1)) if keys.size else np.zeros(0, np.int64)
+    return np.repeat(starts, np.diff(starts, append=keys.size))
 
 
 def _none_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
     """C(n - r, t) / C(n, t): no relevant document among the first t of a random order."""
     from scipy.special import gammaln  # imported here: scipy costs a warm CLI start that scores nothing
 
+    # A document alone (n = 1) is missed exactly when it is not relevant: no log-gamma needed.
+    none = np.where(r == 0, 1.0, 0.0)
+    many = np.flatnonzero((n > 1) & (r > 0))
+    n, r, t = n[many], r[many], t[many]
     possible = t <= n - r
     safe = np.where(possible, n - r - t, 0.0)
     log = gammaln(n - r + 1) - gammaln(safe + 1) - gammaln(n + 1) + gammaln(n - t + 1)
-    return np.where(r == 0, 1.0, np.where(possible, np.exp(log), 0.0))
+    none[many] = np.where(possible, np.exp(log), 0.0)
+    return none
 
 
 def _all_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
     """C(t, r) / C(n, r): every relevant document among the first t of a random order."""
     from scipy.special import gammaln
 
+    found = np.ones(n.shape)
+    many = np.flatnonzero((r != 0) & (t != n))  # never a document alone (t = n = 1)
+    n, r, t = n[many], r[many], t[many]
     possible = t >= r
     safe = np.where(possible, t - r, 0.0)
     log = gammaln(t + 1) - gammaln(safe + 1) - gammaln(n + 1) + gammaln(n - r + 1)
-    return np.where((r == 0) | (t == n), 1.0, np.where(possible, np.exp(log), 0.0))
+    found[many] = np.where(possible, np.exp(log), 0.0)
+    return found
 
 
 def ideal_gains(judged_query: np.ndarray, judged_gain: np.ndarray, n_queries: int, depth: int) -> np.ndarray:
