@@ -126,17 +126,22 @@ class _RunningTopK:
     documents that pass with the row's current best, not a selection over the whole block.
     Until the threshold means something the block is taken in chunks as large as what was seen
     before them (k, 2k, 4k, ... documents): a chunk beats the k-th of the documents before it
-    about k times per row, whatever the scores.
+    about k times per row, whatever the scores. The documents that pass are collected and
+    merged once a row holds more than k of them: a stale threshold lets a few more pass, and
+    the merges (a sort per row) become rare.
     """
 
     def __init__(self, k: int, last: bool) -> None:
         self.k, self.last = k, last
         self.values = np.empty((0, 0), np.float32)
         self.indices = np.empty((0, 0), np.int64)
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending_counts: np.ndarray | None = None
 
     def add(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
-        """Merge the documents ``offset, offset + 1, ...`` (the columns of ``scores``; ``mask`` is
-        a flat bool buffer of at least its size), every earlier document already merged."""
+        """Take the documents ``offset, offset + 1, ...`` (the columns of ``scores``; ``mask`` is
+        a flat bool buffer of at least its size), every earlier document already taken; call
+        :meth:`flush` after the last."""
         if not self.values.size:
             self.values = np.empty((scores.shape[0], 0), np.float32)
             self.indices = np.empty((scores.shape[0], 0), np.int64)
@@ -173,9 +178,11 @@ class _RunningTopK:
         self._merge(scores[:, columns], np.tile(columns + offset, (scores.shape[0], 1)))
 
     def _merge_passing(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
-        """Merge the columns that beat their row's k-th score (every row is full)."""
+        """Collect the columns that beat their row's k-th score (every row is full); they are
+        merged once some row holds more than k of them (:meth:`flush`)."""
         threshold = self.values[:, -1]
         if self.last and np.isneginf(threshold).any():  # a -inf pad would tie at the cut
+            self.flush()
             self._merge_selected(scores, offset, np.arange(scores.shape[0]))
             return
         compare = np.greater_equal if self.last else np.greater
@@ -187,11 +194,26 @@ class _RunningTopK:
         counts = np.bincount(rows, minlength=scores.shape[0])
         remade = counts > _MOST_PASSING * self.k
         if remade.any():  # rows the chunk remakes: select in them first
+            self.flush()
             self._merge_selected(scores, offset, np.flatnonzero(remade))
             light = ~remade[rows]
             rows, columns, counts = rows[light], columns[light], np.where(remade, 0, counts)
-            if not rows.size:
-                return
+        self._pending.append((rows, columns + offset, scores[rows, columns]))
+        self._pending_counts = counts if self._pending_counts is None else self._pending_counts + counts
+        if self._pending_counts.max() > self.k:
+            self.flush()
+
+    def flush(self) -> None:
+        """Merge the collected documents (their indices exceed every kept one's)."""
+        if not self._pending:
+            return
+        rows, indices, values = (np.concatenate(parts) for parts in zip(*self._pending, strict=True))
+        counts = self._pending_counts
+        self._pending, self._pending_counts = [], None
+        if not rows.size:
+            return
+        by_row = np.argsort(rows, kind="stable")  # within a row: chunk by chunk, index ascending
+        rows, indices, values = rows[by_row], indices[by_row], values[by_row]
         active = np.flatnonzero(counts)
         slot = np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]
         if self.last:
@@ -199,11 +221,11 @@ class _RunningTopK:
         row = (np.cumsum(counts > 0) - 1)[rows]
         # Pads at -inf sort below every document that passed a finite threshold and every kept one.
         most = int(counts.max())
-        values = np.full((active.size, most), -np.inf, np.float32)
-        indices = np.full((active.size, most), -1, np.int64)
-        values[row, slot] = scores[rows, columns]
-        indices[row, slot] = columns + offset
-        self._merge(values, indices, active)
+        dense_values = np.full((active.size, most), -np.inf, np.float32)
+        dense_indices = np.full((active.size, most), -1, np.int64)
+        dense_values[row, slot] = values
+        dense_indices[row, slot] = indices
+        self._merge(dense_values, dense_indices, active)
 
     def _merge_selected(self, scores: np.ndarray, offset: int, rows: np.ndarray) -> None:
         """Merge the chunk's own top-k of ``rows`` (torch's selection, ties resolved as in the
@@ -292,6 +314,7 @@ def exact_topk(
     all_scores = np.empty((len(prepared), depth), np.float32)
     all_indices = np.empty((len(prepared), depth), np.int64)
     for q_start, top in zip(query_starts, running, strict=True):
+        top.flush()
         if top.values.size:
             all_scores[q_start : q_start + query_block_size] = top.values
             all_indices[q_start : q_start + query_block_size] = top.indices

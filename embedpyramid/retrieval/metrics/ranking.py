@@ -153,11 +153,13 @@ def judged_ranking(
 
 
 def _codes(values: pl.Series, categories: list[str]) -> np.ndarray:
-    """Position of each value among the distinct ``categories`` (int64), -1 where absent."""
-    if not categories:
+    """Position of each value among the distinct ``categories`` (int64), -1 where absent. Runs of
+    equal values (a run's query ids) are coded once per run."""
+    if not categories or not values.len():
         return np.full(values.len(), -1, np.int64)
-    coded = values.cast(pl.Enum(categories), strict=False).to_physical()
-    return coded.cast(pl.Int64).fill_null(-1).to_numpy()
+    starts = np.flatnonzero((values != values.shift(1)).fill_null(True).to_numpy())
+    coded = values.gather(starts).cast(pl.Enum(categories), strict=False).to_physical()
+    return np.repeat(coded.cast(pl.Int64).fill_null(-1).to_numpy(), np.diff(starts, append=values.len()))
 
 
 def _by_query_then_score(query: np.ndarray, score: np.ndarray) -> np.ndarray:
@@ -217,7 +219,8 @@ def ranking_from_groups(
     groups: TieGroups, n_relevant: np.ndarray, ideal: np.ndarray, retrieved: np.ndarray, width: int
 ) -> JudgedRanking:
     """Expand tie groups into the per-rank expectations of :class:`JudgedRanking`."""
-    n_queries = n_relevant.shape[0]
+    if (groups.size == 1).all():
+        return _ranking_from_singletons(groups, n_relevant, ideal, retrieved, width)
     # One entry per (group, rank within the group) inside the first ``width`` ranks.
     shown = np.clip(np.minimum(groups.size, width - groups.start), 0, None)
     member = np.repeat(np.arange(groups.size.shape[0]), shown)
@@ -235,22 +238,54 @@ def ranking_from_groups(
     missed = np.where(before == 0, _none_in_first(size, relevant, offset), 0.0)
     found_all = np.where(before + relevant == n_relevant[query], _all_in_first(size, relevant, offset), 0.0)
 
-    def matrix(values: np.ndarray) -> np.ndarray:
+    return _dense_ranking(
+        query, rank, (groups.gain[member] / size, p_relevant, groups.judged[member] / size, pairs, missed, found_all),
+        n_relevant, ideal, retrieved, width,
+    )
+
+
+def _ranking_from_singletons(
+    groups: TieGroups, n_relevant: np.ndarray, ideal: np.ndarray, retrieved: np.ndarray, width: int
+) -> JudgedRanking:
+    """:func:`ranking_from_groups` where every group is one document: the same values (a
+    document alone is relevant or not, found or missed), without the tie algebra."""
+    shown = groups.start < width
+    query, rank, relevant = groups.query[shown], groups.start[shown], groups.relevant[shown]
+    before = _relevant_before(groups)[shown]
+    missed = np.where((before == 0) & (relevant == 0), 1.0, 0.0)
+    found_all = np.where(before + relevant == n_relevant[query], 1.0, 0.0)
+    return _dense_ranking(
+        query, rank, (groups.gain[shown], relevant, groups.judged[shown], relevant * (1.0 + before), missed, found_all),
+        n_relevant, ideal, retrieved, width,
+    )
+
+
+def _dense_ranking(
+    query: np.ndarray, rank: np.ndarray, values: tuple[np.ndarray, ...], n_relevant: np.ndarray,
+    ideal: np.ndarray, retrieved: np.ndarray, width: int,
+) -> JudgedRanking:
+    """The [n_queries, width] matrices of a ranking from its (query, rank) entries: gains,
+    P(relevant), P(judged), relevant pairs, then missed and found_all (carried past the last
+    retrieved document)."""
+    n_queries = n_relevant.shape[0]
+
+    def matrix(entries: np.ndarray) -> np.ndarray:
         dense = np.zeros((n_queries, width))
-        dense[query, rank] = values
+        dense[query, rank] = entries
         return dense
 
     last = np.clip(np.minimum(retrieved, width) - 1, 0, None)
     carry = np.minimum(np.arange(width)[None, :], last[:, None])
     nothing = (retrieved == 0)[:, None]
 
-    def carried(values: np.ndarray, when_nothing: float) -> np.ndarray:
-        return np.where(nothing, when_nothing, np.take_along_axis(matrix(values), carry, axis=1))
+    def carried(entries: np.ndarray, when_nothing: float) -> np.ndarray:
+        return np.where(nothing, when_nothing, np.take_along_axis(matrix(entries), carry, axis=1))
 
+    gains, relevant, judged, pairs, missed, found_all = values
     return JudgedRanking(
-        gains=matrix(groups.gain[member] / size),
-        relevant=matrix(p_relevant),
-        judged=matrix(groups.judged[member] / size),
+        gains=matrix(gains),
+        relevant=matrix(relevant),
+        judged=matrix(judged),
         relevant_pairs=matrix(pairs),
         missed=carried(missed, 1.0),
         found_all=carried(found_all, 0.0),
