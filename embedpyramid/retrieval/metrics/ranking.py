@@ -219,17 +219,42 @@ def ranking_from_groups(
     groups: TieGroups, n_relevant: np.ndarray, ideal: np.ndarray, retrieved: np.ndarray, width: int
 ) -> JudgedRanking:
     """Expand tie groups into the per-rank expectations of :class:`JudgedRanking`."""
-    if (groups.size == 1).all():
-        return _ranking_from_singletons(groups, n_relevant, ideal, retrieved, width)
-    # One entry per (group, rank within the group) inside the first ``width`` ranks.
-    shown = np.clip(np.minimum(groups.size, width - groups.start), 0, None)
-    member = np.repeat(np.arange(groups.size.shape[0]), shown)
+    before = _relevant_before(groups)
+    alone = groups.size == 1
+    entries = [_alone_entries(groups, np.flatnonzero(alone), before, n_relevant, width)]
+    if not alone.all():
+        entries.append(_tied_entries(groups, np.flatnonzero(~alone), before, n_relevant, width))
+    query, rank, *values = (np.concatenate(parts) for parts in zip(*entries, strict=True))
+    return _dense_ranking(query, rank, tuple(values), n_relevant, ideal, retrieved, width)
+
+
+def _alone_entries(
+    groups: TieGroups, selected: np.ndarray, before: np.ndarray, n_relevant: np.ndarray, width: int
+) -> tuple[np.ndarray, ...]:
+    """(query, rank, gain, P(relevant), P(judged), relevant pairs, missed, found_all) of the
+    ``selected`` groups of one document: the tie algebra's values at n = 1 (relevant or not,
+    found or missed), without it."""
+    selected = selected[groups.start[selected] < width]
+    query, relevant, before = groups.query[selected], groups.relevant[selected], before[selected]
+    missed = np.where((before == 0) & (relevant == 0), 1.0, 0.0)
+    found_all = np.where(before + relevant == n_relevant[query], 1.0, 0.0)
+    return (query, groups.start[selected], groups.gain[selected], relevant, groups.judged[selected],
+            relevant * (1.0 + before), missed, found_all)
+
+
+def _tied_entries(
+    groups: TieGroups, selected: np.ndarray, before: np.ndarray, n_relevant: np.ndarray, width: int
+) -> tuple[np.ndarray, ...]:
+    """The entries of :func:`_alone_entries` for ``selected`` groups of any size: one per (group,
+    rank within the group) inside the first ``width`` ranks."""
+    shown = np.clip(np.minimum(groups.size[selected], width - groups.start[selected]), 0, None)
+    member = np.repeat(selected, shown)
     offset = np.arange(member.shape[0]) - np.repeat(np.cumsum(shown) - shown, shown) + 1  # t, 1-based
     query = groups.query[member]
     rank = groups.start[member] + offset - 1
     size = groups.size[member].astype(np.float64)
     relevant = groups.relevant[member].astype(np.float64)
-    before = _relevant_before(groups)[member]
+    before = before[member]
 
     p_relevant = relevant / size
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -237,27 +262,7 @@ def ranking_from_groups(
     pairs = p_relevant * (1.0 + before) + (offset - 1) * both
     missed = np.where(before == 0, _none_in_first(size, relevant, offset), 0.0)
     found_all = np.where(before + relevant == n_relevant[query], _all_in_first(size, relevant, offset), 0.0)
-
-    return _dense_ranking(
-        query, rank, (groups.gain[member] / size, p_relevant, groups.judged[member] / size, pairs, missed, found_all),
-        n_relevant, ideal, retrieved, width,
-    )
-
-
-def _ranking_from_singletons(
-    groups: TieGroups, n_relevant: np.ndarray, ideal: np.ndarray, retrieved: np.ndarray, width: int
-) -> JudgedRanking:
-    """:func:`ranking_from_groups` where every group is one document: the same values (a
-    document alone is relevant or not, found or missed), without the tie algebra."""
-    shown = groups.start < width
-    query, rank, relevant = groups.query[shown], groups.start[shown], groups.relevant[shown]
-    before = _relevant_before(groups)[shown]
-    missed = np.where((before == 0) & (relevant == 0), 1.0, 0.0)
-    found_all = np.where(before + relevant == n_relevant[query], 1.0, 0.0)
-    return _dense_ranking(
-        query, rank, (groups.gain[shown], relevant, groups.judged[shown], relevant * (1.0 + before), missed, found_all),
-        n_relevant, ideal, retrieved, width,
-    )
+    return query, rank, groups.gain[member] / size, p_relevant, groups.judged[member] / size, pairs, missed, found_all
 
 
 def _dense_ranking(
