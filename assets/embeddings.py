@@ -5,9 +5,10 @@ task family F, ``F_embeddings`` (model × F dataset) holds the card's vectors of
 texts. Every vector the graph computes is one of these assets' materializations, of its own
 card's partition; the assets that use vectors read them from the cache.
 
-Every asset that runs a model takes a slot of the ``encoders`` pool, so a backfill of many
-models does not oversubscribe the machine (one slot by default; see
-:func:`graphbase.instance.ensure_encoder_pool`).
+A step that encodes holds a slot of its card's pool while it does (``gpu``, ``api/<card>`` or
+``encoders``; a cache hit holds none), so a backfill of many models does not oversubscribe a
+device or an API (:mod:`graphbase.pools`). The assets are built per config folder: their op tags
+ask the Kubernetes executor for a GPU when one of the folder's cards runs on cuda.
 """
 
 import time
@@ -20,7 +21,6 @@ from embedpyramid.data import encoding_inputs
 from embedpyramid.encode import DIRECTION_SAMPLE, PLURAL, Kind, embed_table, table_problems
 from embedpyramid.progress import report
 from graphbase.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, TASK_FACETS, facet_deps
-from graphbase.instance import ENCODER_POOL
 from graphbase.partitions import TASK_FAMILIES, model_dataset_partitions, task_partitions
 from resources import EncoderRegistry, ProjectResource
 
@@ -45,7 +45,7 @@ def progress_logger(context: dg.AssetExecutionContext, what: str):
     return progress
 
 
-def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
+def _embedding_asset(kind: Kind, *, raw: bool, op_tags: dict[str, str]) -> dg.AssetsDefinition:
     name = f"raw_{kind}_embeddings" if raw else f"{kind}_embeddings"
     checks = [partition_check("vectors_valid", name, model_dataset_partitions,
                               "One finite, non-zero vector of the card's dimension per row", blocking=True)]
@@ -61,7 +61,7 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
         group_name="l1_geometry" if raw else "embeddings",
         code_version=function_version(__file__, "embeddings"),
         kinds={"parquet", "torch"},
-        pool=ENCODER_POOL,
+        op_tags=op_tags,
         automation_condition=EVALUATE_WHEN_STALE,
         check_specs=checks,
     )
@@ -72,7 +72,8 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
         model, frozen = part.model, part.frozen
         inputs = encoding_inputs(frozen, kind)
         progress = progress_logger(context, f"encoded {PLURAL[kind]} with {model.key}")
-        result = embed_table(part.store, model, kind, inputs, lambda: encoders.encoder(model), progress, raw=raw)
+        with encoders.on_demand(context, model) as encoder:
+            result = embed_table(part.store, model, kind, inputs, encoder, progress, raw=raw)
         meta = result.metadata
         for note in meta["notes"]:
             context.log.warning(f"model card {model.name!r}: {note}")
@@ -120,16 +121,10 @@ def _embedding_asset(kind: Kind, *, raw: bool) -> dg.AssetsDefinition:
     return embeddings
 
 
-query_embeddings = _embedding_asset("query", raw=False)
-document_embeddings = _embedding_asset("document", raw=False)
-raw_query_embeddings = _embedding_asset("query", raw=True)
-raw_document_embeddings = _embedding_asset("document", raw=True)
-
-
 _TASK_FACET = {facet.partitioned_by: facet for facet in TASK_FACETS}
 
 
-def _task_embedding_asset(family: str) -> dg.AssetsDefinition:
+def _task_embedding_asset(family: str, op_tags: dict[str, str]) -> dg.AssetsDefinition:
     @dg.asset(
         name=f"{family}_embeddings",
         partitions_def=task_partitions[family],
@@ -137,7 +132,7 @@ def _task_embedding_asset(family: str) -> dg.AssetsDefinition:
         group_name="embeddings",
         code_version=function_version(__file__, "task_embeddings"),
         kinds={"parquet", "torch"},
-        pool=ENCODER_POOL,
+        op_tags=op_tags,
         automation_condition=EVALUATE_WHEN_STALE,
         description=f"The card's vectors of every text of a {family} dataset, encoded once with the prompt of the "
                     "dataset's text kind (cached, content-addressed); the task and its pair sanity read them.",
@@ -148,8 +143,9 @@ def _task_embedding_asset(family: str) -> dg.AssetsDefinition:
 
         part = project.partition(context)
         model = part.model
-        result = encode_task_texts(part.store, model, part.frozen, part.config.task_dataset(part.dataset),
-                                   lambda: encoders.encoder(model), progress_logger(context, f"encoded texts with {model.key}"))
+        with encoders.on_demand(context, model) as encoder:
+            result = encode_task_texts(part.store, model, part.frozen, part.config.task_dataset(part.dataset),
+                                       encoder, progress_logger(context, f"encoded texts with {model.key}"))
         meta = result.metadata
         return with_provenance(context, project, dg.MaterializeResult(
             metadata={
@@ -168,4 +164,8 @@ def _task_embedding_asset(family: str) -> dg.AssetsDefinition:
     return task_embeddings
 
 
-task_embedding_assets = [_task_embedding_asset(family) for family in TASK_FAMILIES]
+def embedding_assets(op_tags: dict[str, str]) -> list[dg.AssetsDefinition]:
+    """Every embedding asset — query, document, their raw twins, and one per L2 task family —
+    with ``op_tags`` on its step (:func:`graphbase.pools.model_step_tags` of the folder's cards)."""
+    return [*(_embedding_asset(kind, raw=raw, op_tags=op_tags) for raw in (False, True) for kind in ("query", "document")),
+            *(_task_embedding_asset(family, op_tags) for family in TASK_FAMILIES)]

@@ -7,9 +7,13 @@ dataset dimension. Every other system (fusion, rerank) is partitioned by model Ã
 L4's one asset per index spec; a bi-encoder rerank also depends on its ``by`` card's embeddings,
 in that card's partition on the same dataset (:func:`graphbase.partitions.card_partition_mapping`).
 Each asset depends on its own system facet, whose version is the system's content hash, so an
-edit makes exactly that system and the systems built on it stale.
+edit makes exactly that system and the systems built on it stale. A rerank runs one known model:
+its step holds a slot of that model's pool while it runs (a bi-encoder rerank its ``by`` card's,
+a cross-encoder ``encoders``) and asks Kubernetes for a GPU when that card runs on cuda
+(:mod:`graphbase.pools`).
 """
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -25,7 +29,6 @@ from graphbase.freshness import (
     facet_deps,
     system_facet,
 )
-from graphbase.instance import ENCODER_POOL
 from graphbase.partitions import (
     ann_asset_name,
     card_partition_mapping,
@@ -33,10 +36,12 @@ from graphbase.partitions import (
     model_dataset_partitions,
     system_asset_name,
 )
+from graphbase.pools import ENCODER_POOL, card_pool, model_step_tags
 from graphbase.tags import DATASET_LEVEL_TAG
 from resources import EncoderRegistry, ProjectResource
 
 if TYPE_CHECKING:
+    from embedpyramid.config import ResolvedModel
     from embedpyramid.config.systems import SystemsConfig
 
 EMBEDDINGS = ("query_embeddings", "document_embeddings")
@@ -66,16 +71,18 @@ def _upstream(systems: "SystemsConfig", name: str) -> list[str | dg.AssetDep]:
     return [*dict.fromkeys(deps), *by_card]
 
 
-def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:
+def system_asset(systems: "SystemsConfig", name: str, models: "dict[str, ResolvedModel]") -> dg.AssetsDefinition:
     """The asset of one system: partitioned by dataset when it is model-independent, else by
     model Ã— dataset. A bi-encoder rerank is not evaluated for the card it reranks by: that
     partition records "not applicable" (writing nothing; the summaries never read it), so it is
-    neither missing forever nor a failure."""
+    neither missing forever nor a failure. ``models`` are the folder's cards (a bi-encoder
+    rerank's ``by`` card sets its pool and op tags)."""
     from embedpyramid.config.systems import BiEncoderSystem, CrossEncoderSystem
 
     spec = systems.system(name)
     independent = systems.model_independent(name)
-    runs_a_model = isinstance(spec, BiEncoderSystem | CrossEncoderSystem)
+    by = models[spec.by] if isinstance(spec, BiEncoderSystem) else None
+    pool = card_pool(by) if by is not None else ENCODER_POOL if isinstance(spec, CrossEncoderSystem) else None
 
     @dg.asset(
         name=system_asset_name(name),
@@ -85,7 +92,7 @@ def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:
         code_version=function_version(__file__, "system"),
         kinds={"parquet"},
         tags=dict([DATASET_LEVEL_TAG]) if independent else None,
-        pool=ENCODER_POOL if runs_a_model else None,
+        op_tags=model_step_tags([by] if by is not None else []),
         automation_condition=EVALUATE_WHEN_STALE,
         description=f"L5 system {name!r} ({spec.kind}, inputs: {', '.join(spec.references()) or 'the corpus'}): its "
                     "run, per-query metrics in the long table (system = its name), settings, hash and the latency "
@@ -108,7 +115,8 @@ def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:
                 reason = f"system {name!r} reranks by card {model.name!r}: not evaluated for that card"
                 context.log.info(reason)
                 return with_provenance(context, project, dg.MaterializeResult(metadata={"not_applicable": dg.MetadataValue.text(reason)}))
-        result, paths = evaluate_stored_system(config, store, name, dataset, frozen, model, encoders.encoder)
+        with encoders.slot(context, pool) if pool is not None else nullcontext():
+            result, paths = evaluate_stored_system(config, store, name, dataset, frozen, model, encoders.encoder)
         row = result.summary.row(0, named=True)
         means = sort_metrics(result.scored.means())
         metadata = {
@@ -136,6 +144,6 @@ def system_asset(systems: "SystemsConfig", name: str) -> dg.AssetsDefinition:
     return system
 
 
-def systems_assets(systems: "SystemsConfig | None") -> list[dg.AssetsDefinition]:
+def systems_assets(systems: "SystemsConfig | None", models: "dict[str, ResolvedModel]") -> list[dg.AssetsDefinition]:
     """One asset per system of systems.yaml (none without the file)."""
-    return [system_asset(systems, name) for name in systems.systems] if systems else []
+    return [system_asset(systems, name, models) for name in systems.systems] if systems else []

@@ -11,6 +11,9 @@ API latency of ``--latency-ms`` per request. Measured in the same run:
 - the pipeline, cold (every text requested) and warm (the tables deleted, every answer from
   the response cache: no request at all).
 
+The pipeline's raw vectors, cold and cached, must equal the bare client's decoded vectors bit
+for bit, or the script stops without reporting the timings.
+
 Targets: cold pipeline ≤ 1.5 × the bare client (the cost of checking and caching every
 answer), and the cached rerun makes zero requests and takes ≤ 0.5 × the cold run.
 Ends with one JSON line.
@@ -38,7 +41,7 @@ from stub_server import Reply, StubServer  # noqa: E402
 
 from embedpyramid.config import load_config  # noqa: E402
 from embedpyramid.data import EncodingInputs  # noqa: E402
-from embedpyramid.encode import embed_table, load_encoder, table_path  # noqa: E402
+from embedpyramid.encode import embed_table, load_encoder, read_embeddings, table_path  # noqa: E402
 from embedpyramid.http import JsonClient  # noqa: E402
 from embedpyramid.store import ArtifactStore  # noqa: E402
 
@@ -78,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
 
         client = JsonClient(card["source"]["url"], headers={"Authorization": "Bearer sk-bench"})
         start = time.perf_counter()
-        for offset in range(0, len(texts), args.batch_size):
-            client.post({"model": "stub", "input": texts[offset : offset + args.batch_size]}, context="bare")
+        answers = [client.post({"model": "stub", "input": texts[offset : offset + args.batch_size]}, context="bare")
+                   for offset in range(0, len(texts), args.batch_size)]
+        bare_vectors = np.asarray([item["embedding"] for answer in answers
+                                   for item in sorted(answer["data"], key=lambda item: item["index"])], np.float32)
         bare = time.perf_counter() - start
 
         store = ArtifactStore(root / "data")
@@ -88,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         embed_table(store, model, "document", inputs, lambda: load_encoder(model))
         cold = time.perf_counter() - start
         cold_requests = len(server.requests) - requests_before
+        cold_vectors = read_embeddings(table_path(store, model, "document", inputs.table_sha, raw=True))[1]
         for raw in (False, True):
             table_path(store, model, "document", inputs.table_sha, raw=raw).unlink()
         requests_before = len(server.requests)
@@ -95,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         warm_table = embed_table(store, model, "document", inputs, lambda: load_encoder(model))
         warm = time.perf_counter() - start
         warm_requests = len(server.requests) - requests_before
+        warm_vectors = read_embeddings(table_path(store, model, "document", inputs.table_sha, raw=True))[1]
+    same = np.array_equal(cold_vectors, bare_vectors) and np.array_equal(warm_vectors, bare_vectors)
+    print(f"pipeline vectors (cold and cached) equal to the bare client's: {'PASS' if same else 'FAIL'}")
+    if not same:
+        raise SystemExit("the pipeline's vectors differ from the bare client's: the timings would compare different work")
 
     cold_ratio, warm_ratio = cold / bare, warm / cold
     print(f"{args.texts} texts at batch {args.batch_size}, {args.dim}-d, {args.latency_ms:.0f} ms per request: bare "
@@ -108,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
                "cold_over_bare": round(cold_ratio, 3), "warm_over_cold": round(warm_ratio, 3),
                "texts_from_cache_warm": warm_table.metadata["api_usage"]["texts_cached"]}
     targets = {"cold_over_bare": COLD_TARGET, "warm_over_cold": WARM_TARGET, "warm_requests": 0}
-    met = {"cold_over_bare": cold_ratio <= COLD_TARGET, "warm_over_cold": warm_ratio <= WARM_TARGET,
+    met = {"same_vectors": same, "cold_over_bare": cold_ratio <= COLD_TARGET, "warm_over_cold": warm_ratio <= WARM_TARGET,
            "warm_requests": warm_requests == 0}
+    for name, passed in met.items():
+        print(f"  {name}: {'PASS' if passed else 'FAIL'}")
     print(json.dumps({"benchmark": "api_throughput", "figures": figures, "targets": targets, "met": met}))
     return 0
 

@@ -143,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     targets = {"encode_over_in_memory": RATIO_TARGET, "search_over_in_memory": RATIO_TARGET, "texts_min": 1_000_000}
     met = {"encode_over_in_memory": encode_ratio <= RATIO_TARGET, "search_over_in_memory": search_ratio <= RATIO_TARGET,
            "texts": args.texts >= 1_000_000, "same_run": same}
+    for name, passed in met.items():
+        print(f"  {name}: {'PASS' if passed else 'FAIL'}")
     print(json.dumps({"benchmark": "bounded_memory", "figures": figures, "targets": targets, "met": met}))
-    return 0
+    return 0 if all(met.values()) else 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ Two bare references, timed on the frozen default data with the same core functio
   seed for stochastic specs), swept and timed, the batch-1 query latency, and the paired
   comparisons with their regression lists — with no Dagster, no cache and no Parquet.
 
+Before any time counts, the first round's pipeline must have computed the bare core's per-query
+exact-search metrics (every dataset, model, query and metric, to 1e-9), or the script stops.
+
 The encode counter counts every text the pipeline's cold run sends through a model's forward
 pass for its tables, per model: one pass per text is the target (besides the small sample the
 direction check encodes with the shipped model, and the latency timing, counted apart).
@@ -65,6 +68,7 @@ from embedpyramid.retrieval.search import exact_topk, run_table, search_metric  
 from embedpyramid.serving import build_index, build_seeds, evaluate_spec, resolve_metric, search_sweep  # noqa: E402
 from embedpyramid.stats.comparisons import compare_models  # noqa: E402
 from embedpyramid.stats.pairing import query_deltas  # noqa: E402
+from embedpyramid.store import ArtifactStore  # noqa: E402
 from graphbase.instance import open_instance  # noqa: E402
 from pipelines.runner import run_pipeline  # noqa: E402
 
@@ -92,8 +96,10 @@ class EncodeCounter:
         encode_tables._encode_shard = self._encode_shard
 
 
-def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDataset], *, core: bool) -> float:
-    """Time the bare reference: encode + search, or (``core``) all of the pipeline's core work."""
+def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDataset], *,
+                 core: bool) -> tuple[float, dict[str, list[pl.DataFrame]]]:
+    """Time the bare reference: encode + search, or (``core``) all of the pipeline's core work;
+    with it, the per-query exact-search metrics it computed, by dataset (empty lists unless ``core``)."""
     protocol = config.protocol
     start = time.perf_counter()
     per_query: dict[str, list[pl.DataFrame]] = {name: [] for name in frozen_by_dataset}
@@ -154,7 +160,26 @@ def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDatas
             regressions(table, queries, pl.read_parquet(frozen.path("qrels")), runs[name], settings, metric,
                         corpus=pl.read_parquet(frozen.path("corpus"), columns=["doc_id", "text"]))
             query_deltas(table.filter(pl.col("metric") == metric), settings)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, per_query
+
+
+def metric_differences(per_query: dict[str, list[pl.DataFrame]], data: Path) -> tuple[float, int]:
+    """The largest |difference| between the bare core's per-query exact metrics and the
+    pipeline's (``metrics/<dataset>/<card key>/exact.parquet`` under ``data``), and the values compared;
+    inf when a (dataset, model, query, metric) is on one side only."""
+    store = ArtifactStore(data)
+    key = ["dataset", "model", "query_id", "metric"]
+    largest, compared = 0.0, 0
+    for name, frames in per_query.items():
+        for frame in frames:
+            model = frame["model"][0]
+            pipeline = pl.read_parquet(store.metrics_path(name, model, "exact")).select(*key, pipeline=pl.col("value"))
+            joined = frame.select(*key, "value").join(pipeline, on=key, how="full", coalesce=True)
+            if joined["value"].null_count() or joined["pipeline"].null_count():
+                return float("inf"), compared
+            largest = max(largest, float((joined["value"] - joined["pipeline"]).abs().max()))
+            compared += joined.height
+    return largest, compared
 
 
 def fresh_process_seconds(command: list[str], tries: int) -> tuple[float, float]:
@@ -236,8 +261,9 @@ def main() -> None:
         texts = {model.name: sum(len(encoding_inputs(f, kind).ids) for f in frozen.values() for kind in ("query", "document"))
                  for model in config.models.values()}
         for round_index in range(args.rounds):  # in turn, so drift on a shared machine hits all
-            samples["bare_encode_search"].append(bare_seconds(config, frozen, core=False))
-            samples["bare_core"].append(bare_seconds(config, frozen, core=True))
+            samples["bare_encode_search"].append(bare_seconds(config, frozen, core=False)[0])
+            seconds, bare_per_query = bare_seconds(config, frozen, core=True)
+            samples["bare_core"].append(seconds)
             data = root / f"data-{round_index}"
             # The last round keeps its run history in the data folder, as the CLI does.
             last = round_index == args.rounds - 1
@@ -246,6 +272,15 @@ def main() -> None:
             with EncodeCounter() as counter:
                 cold_report = run_pipeline(config.directory, data, instance=instance, log=lambda _: None)
             samples["pipeline_cold"].append(time.perf_counter() - start)
+            if round_index == 0:  # equal outputs before any figure counts: the metrics of both
+                if cold_report.failures:
+                    raise SystemExit(f"pipeline failed: {cold_report.failures}")
+                difference, compared = metric_differences(bare_per_query, data)
+                print(f"per-query exact metrics, bare core vs pipeline: max |diff| {difference:.1e} over "
+                      f"{compared} values: {'PASS' if difference <= 1e-9 else 'FAIL'}")
+                if not difference <= 1e-9:
+                    raise SystemExit("the pipeline's metrics differ from the bare core's: the timings would compare "
+                                     "different work")
         start = time.perf_counter()
         warm_report = run_pipeline(config.directory, data, instance=instance, log=lambda _: None)
         warm = time.perf_counter() - start
@@ -278,6 +313,8 @@ def main() -> None:
           f"{cold / best['bare_encode_search']:.2f}x bare encode + search; warm rerun {warm:.2f} s "
           f"({100 * warm / cold:.1f}% of cold, target <= 5%)")
     print_warm_start(warm_figures)
+    for name, passed in met.items():
+        print(f"{name} (target <= {targets[name]}): {'PASS' if passed else 'FAIL'}")
     print(json.dumps({"benchmark": "pipeline_overhead", "figures": figures, "targets": targets, "met": met}))
 
 

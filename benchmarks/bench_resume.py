@@ -141,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     met = {"resumed_over_reference": ratio <= left + SLACK, "interrupted_plus_resumed": total <= 1 + SLACK,
            "rerun_encodes_only_what_was_left": reencoded == expected_texts,
            "bit_identical": identical and vectors_equal}
+    for name, passed in met.items():
+        print(f"  {name}: {'PASS' if passed else 'FAIL'}")
     print(json.dumps({"benchmark": "resume", "figures": figures, "targets": targets, "met": met}))
-    return 0
+    return 0 if all(met.values()) else 1
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ resamples: every dataset resampled, every public x own pair's Kendall tau_b, Spe
 same-winner probability and flip shares. The reference is the straightforward loop: per
 resample, gather each dataset's resampled queries with numpy, then ``scipy.stats.kendalltau`` and
 ``spearmanr`` per pair. It draws the very same resamples (same seeds), so the two must agree on
-every tau_b; its cost is linear in the resamples, so it is timed on ``--loop-resamples`` and
-scaled.
+every tau_b — checked before the project's analysis is timed (the script stops otherwise); its
+cost is linear in the resamples, so it is timed on ``--loop-resamples`` and scaled.
 
 Prints a summary, then ONE JSON line with the figures, the targets (>= 10x faster than the
 loop, under 10 s) and whether each was met.
@@ -75,14 +75,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"transfer analysis, 4 datasets x {args.queries} queries x {args.models} models x "
           f"{args.resamples} resamples, {os.cpu_count()} CPUs")
     settings = TransferSettings(n_resamples=args.resamples, seed=args.seed)
-    runs = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        result = transfer_analysis(datasets, settings)
-        runs.append(time.perf_counter() - start)
-    vectorised = min(runs)
-    print(f"  transfer_analysis: {vectorised:.2f} s (runs: {', '.join(f'{s:.2f}' for s in runs)})")
-
     start = time.perf_counter()
     loop_taus = loop(datasets, args.loop_resamples, args.seed)
     loop_seconds = (time.perf_counter() - start) / args.loop_resamples * args.resamples
@@ -96,8 +88,21 @@ def main(argv: list[str] | None = None) -> int:
         ours = np.sort(np.array(loop_taus[(row["public_dataset"], row["own_dataset"])]))
         k = int(np.floor((args.loop_resamples + 1) * 0.25 + 1e-9))
         mismatch = float(max(mismatch, abs(ours[k - 1] - row["tau_b_ci_low"]), abs(ours[len(ours) - k] - row["tau_b_ci_high"])))
+    print(f"  interval endpoints vs the loop's scipy tau_b on the same resamples: max |diff| {mismatch:.2e}: "
+          f"{'PASS' if mismatch < 1e-12 else 'FAIL'}")
+    if not mismatch < 1e-12:
+        raise SystemExit("transfer_analysis and the per-resample loop disagree: timing them would compare different work")
+    runs = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        result = transfer_analysis(datasets, settings)
+        runs.append(time.perf_counter() - start)
+    vectorised = min(runs)
+    print(f"  transfer_analysis: {vectorised:.2f} s (runs: {', '.join(f'{s:.2f}' for s in runs)})")
+
     speedup = loop_seconds / vectorised
-    print(f"  speedup {speedup:.1f}x; interval endpoints vs the loop's scipy tau_b: max |diff| {mismatch:.2e}")
+    print(f"  speedup {speedup:.1f}x (target >= {SPEEDUP_TARGET:.0f}x): {'PASS' if speedup >= SPEEDUP_TARGET else 'FAIL'}; "
+          f"{vectorised:.2f} s (target < {SECONDS_TARGET:.0f} s): {'PASS' if vectorised < SECONDS_TARGET else 'FAIL'}")
     figures = {
         "benchmark": "transfer", "queries": args.queries, "models": args.models, "resamples": args.resamples,
         "datasets": len(datasets), "pairs": result.pairs.height, "seconds": round(vectorised, 3),

@@ -624,6 +624,22 @@ class Freshness:
             self._storage_ids[key] = self.instance.get_latest_storage_id_by_partition(asset, event_type)
         return self._storage_ids[key]
 
+    def failed_attempts(self, asset: dg.AssetKey, partition: str | None, most: int) -> int:
+        """How many runs that planned this partition failed, or were killed or canceled, since it
+        was last materialized (counted up to ``most + 1``): a run that failed at dequeue or lost
+        its worker counts as one, as a step failure does."""
+        records_filter = dg.AssetRecordsFilter(asset, asset_partitions=[partition] if partition else None)
+        materialized = self.instance.fetch_materializations(records_filter, limit=1).records
+        since = dg.AssetRecordsFilter(asset, asset_partitions=[partition] if partition else None,
+                                      after_storage_id=materialized[0].storage_id if materialized else None)
+        # After the last materialization every run that planned it failed or is still going (a
+        # run in progress is not counted), so most + 2 records hold most + 1 failures.
+        planned = self.instance.fetch_planned_materializations(since, limit=most + 2).records
+        if not planned:
+            return 0
+        runs = self.instance.get_runs(dg.RunsFilter(run_ids=sorted({record.run_id for record in planned})))
+        return sum(run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED) for run in runs)
+
 
 def summary_inputs(freshness: Freshness, summary: dg.AssetKey, config: ProjectConfig) -> SummaryInputs:
     """What a summary asset must leave out: every partition upstream of it that is not fresh,
@@ -817,6 +833,30 @@ class WaitsForOtherPartition(_FreshnessCondition):
         return partition is not None and freshness.waits_for_other_partition(key, partition)
 
 
+AUTOMATION_RETRIES = 2
+"""How many times the automation requests a partition again after its run failed (a step failed,
+the run failed at dequeue or lost its worker) before it leaves it failed until an input changes."""
+
+
+class FailedWithRetriesLeft(_FreshnessCondition):
+    """True for the partitions whose latest run failed and which have failed at most
+    :data:`AUTOMATION_RETRIES` times since they were last materialized: the automation requests
+    them again, a bounded number of times (every attempt is a run in the instance, so the count
+    survives a daemon restart)."""
+
+    @property
+    def name(self) -> str:
+        return "failed_with_retries_left"
+
+    @property
+    def description(self) -> str:
+        return f"its last run failed and it has failed at most {AUTOMATION_RETRIES} times since it was materialized"
+
+    def holds(self, freshness: Freshness, key: dg.AssetKey, partition: str | None) -> bool:
+        return (freshness.direct_state(key, partition).state == "failed"
+                and freshness.failed_attempts(key, partition, AUTOMATION_RETRIES) <= AUTOMATION_RETRIES)
+
+
 class UpstreamBusy(dg.AutomationCondition):
     """True while any partitioned asset upstream of the target (at any depth) is requested on
     this tick, in any run, or is being materialized: the summaries wait until every partition
@@ -850,17 +890,19 @@ class UpstreamBusy(dg.AutomationCondition):
 
 
 def _evaluation_condition(*, summary: bool) -> dg.AutomationCondition:
-    """Request what is missing or stale, once: not while it or an upstream runs, not again after
-    a failure until an upstream updates (the CLI retries failures when asked; the daemon never
-    loops). Per-partition assets wait for missing upstreams (a new dataset is frozen on one tick,
+    """Request what is missing or stale: not while it or an upstream runs; after a failure again
+    at most :data:`AUTOMATION_RETRIES` times (:class:`FailedWithRetriesLeft`), then not until an
+    upstream updates (the CLI retries failures when asked; the daemon never loops). Per-partition assets wait for missing upstreams (a new dataset is frozen on one tick,
     its partitions evaluated on the next: Dagster runs differently partitioned assets apart) and
     for what they read in another partition until it is fresh (:class:`WaitsForOtherPartition`). The
     summaries summarize what is evaluated: they need one evaluated upstream partition and wait
     while anything upstream is requested or running (their own group runs together)."""
-    needed = (dg.AutomationCondition.missing() | StaleCondition()).with_label("missing or stale")
+    # Dagster's cached failed status first: the attempts are counted for failed partitions only.
+    retry = (dg.AutomationCondition.execution_failed() & FailedWithRetriesLeft()).with_label("failed, retries left")
+    needed = (dg.AutomationCondition.missing() | StaleCondition() | retry).with_label("missing, stale or to retry")
     condition = (
         needed
-        & (~dg.AutomationCondition.execution_failed() | dg.AutomationCondition.any_deps_updated())
+        & (~dg.AutomationCondition.execution_failed() | dg.AutomationCondition.any_deps_updated() | retry)
         & ~dg.AutomationCondition.in_progress()
         & ~dg.AutomationCondition.any_deps_in_progress()
     )

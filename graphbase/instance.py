@@ -19,9 +19,8 @@ follows, one writer at a time, and no ghost runs.
   started whose process is gone (killed) is marked failed by the next command
   (:func:`fail_abandoned_runs`). Runs launched by the daemon are watched by Dagster's own run
   monitoring, enabled in the ``dagster.yaml`` written here.
-- **One encode at a time.** Every asset that runs a model takes a slot of the ``encoders`` pool;
-  :func:`ensure_encoder_pool` gives it one slot unless the user set a limit, and frees the
-  slots of runs that died holding them.
+- **Pools.** The pools that limit concurrent encodes, and the freeing of slots held by dead
+  runs, are :mod:`graphbase.pools`.
 """
 
 from __future__ import annotations
@@ -51,8 +50,6 @@ OPEN_LOCK_FILE = ".embedpyramid-open.lock"
 PID_TAG, HOST_TAG = "embedpyramid/pid", "embedpyramid/host"
 # SQLAlchemy reads these as URL syntax in a SQLite path (query, fragment, percent escapes).
 _URL_SIGNIFICANT = set("?#%")
-ENCODER_POOL = "encoders"
-ENCODER_POOL_LIMIT = 1
 _INSTANCE_YAML = """\
 # Written by embedpyramid: the run history of `embedpyramid run` for this data folder.
 # Show it in the UI with:  DAGSTER_HOME={home} dagster dev -w workspace.yaml
@@ -275,38 +272,3 @@ class DataFolderLock:
             return f"PID {recorded['pid']} ({recorded['command']})"
         except (OSError, ValueError, KeyError):
             return "another process"
-
-
-def ensure_encoder_pool(instance: dg.DagsterInstance, limit: int = ENCODER_POOL_LIMIT) -> list[str]:
-    """Give the ``encoders`` pool ``limit`` slots unless the instance already has a limit for it
-    (``dagster instance concurrency set encoders N`` keeps its own), and free the slots of runs
-    that can no longer use them; returns those runs' ids.
-
-    A run killed mid-encode stays STARTED in the instance with its slot claimed, and every later
-    encode would wait for it forever. A claim is stale when its run has finished, or when the
-    process that executed it in-process (the pid Dagster records when a run starts its steps)
-    is gone from this machine; runs without such a record (launched elsewhere) are left alone.
-    """
-    storage = instance.event_log_storage
-    if not storage.supports_global_concurrency_limits:
-        return []
-    if ENCODER_POOL not in storage.get_concurrency_keys():
-        storage.set_concurrency_slots(ENCODER_POOL, limit)
-    info = storage.get_concurrency_info(ENCODER_POOL)
-    holders = {slot.run_id for slot in info.claimed_slots} | {step.run_id for step in info.pending_steps}
-    stale = [run_id for run_id in sorted(holders) if _cannot_hold_a_slot(instance, run_id)]
-    for run_id in stale:
-        storage.free_concurrency_slots_for_run(run_id)
-    return stale
-
-
-def _cannot_hold_a_slot(instance: dg.DagsterInstance, run_id: str) -> bool:
-    run = instance.get_run_by_id(run_id)
-    if run is None or run.is_finished:
-        return True
-    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
-        data = record.dagster_event.engine_event_data if record.dagster_event else None
-        pid = data.metadata.get("pid") if data is not None else None
-        if pid is not None and str(pid.value).isdigit():
-            return not psutil.pid_exists(int(pid.value))
-    return False

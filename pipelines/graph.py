@@ -11,14 +11,8 @@ import dagster as dg
 
 from assets.data import frozen_dataset
 from assets.downstream import DOWNSTREAM_ASSETS, SUMMARY_DEPS
-from assets.efficiency import efficiency
-from assets.embeddings import (
-    document_embeddings,
-    query_embeddings,
-    raw_document_embeddings,
-    raw_query_embeddings,
-    task_embedding_assets,
-)
+from assets.efficiency import efficiency_asset
+from assets.embeddings import embedding_assets
 from assets.geometry import norm_geometry, normalization_price, pair_sanity_assets
 from assets.retrieval import exact_topk, retrieval_metrics
 from assets.serving import serving_assets
@@ -26,22 +20,32 @@ from assets.summary import comparisons, report_asset, results_db
 from assets.systems import systems_assets
 from assets.tasks import TASK_ASSETS
 from assets.transfer import benchmark_transfer
-from embedpyramid.config import load_config
+from embedpyramid.config import ProjectConfig, ResolvedModel, load_config
 from embedpyramid.config.ann import IndexSpec, load_ann_config
+from embedpyramid.config.base import yaml_sources
 from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.store import StorePath
 from graphbase.freshness import config_facets, provide_location_graph, up_to_date_checks
 from graphbase.partitions import check_ann_asset_names, check_system_asset_names
+from graphbase.pools import model_step_tags
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
 from resources import EncoderRegistry, ProjectResource
 
 ASSETS = [
-    frozen_dataset, query_embeddings, document_embeddings, exact_topk, retrieval_metrics,
-    raw_query_embeddings, raw_document_embeddings, norm_geometry, normalization_price, *pair_sanity_assets, efficiency,
+    frozen_dataset, exact_topk, retrieval_metrics, norm_geometry, normalization_price, *pair_sanity_assets,
     comparisons, results_db,
     benchmark_transfer,
-    *task_embedding_assets, *TASK_ASSETS,
+    *TASK_ASSETS,
 ]
+"""The assets every folder has that run no model; those that do (:func:`model_assets`) carry op tags
+that follow the folder's cards."""
+
+
+def model_assets(models: list[ResolvedModel]) -> list[dg.AssetsDefinition]:
+    """The assets partitioned by card that run its model — the embeddings and efficiency — with
+    the op tags of ``models`` (:func:`graphbase.pools.model_step_tags`)."""
+    op_tags = model_step_tags(models)
+    return [*embedding_assets(op_tags), efficiency_asset(op_tags)]
 
 
 def index_specs(configs_dir: str | Path) -> tuple[IndexSpec, ...]:
@@ -55,16 +59,12 @@ def index_specs(configs_dir: str | Path) -> tuple[IndexSpec, ...]:
     return specs
 
 
-def systems_config(configs_dir: str | Path) -> SystemsConfig | None:
-    """The L5 systems of a folder's systems.yaml (None without one); it is validated against the
-    whole folder (cards, datasets, ann.yaml), and system names must map to distinct asset names."""
-    path = Path(configs_dir) / "systems.yaml"
-    if not path.is_file():
-        return None
-    systems = load_config(configs_dir).systems
-    assert systems is not None
-    check_system_asset_names(systems.systems, str(path))
-    return systems
+def systems_config(config: ProjectConfig) -> SystemsConfig | None:
+    """The L5 systems of a folder's systems.yaml (None without one), validated against the whole
+    folder (cards, datasets, ann.yaml); system names must map to distinct asset names."""
+    if config.systems is not None:
+        check_system_asset_names(config.systems.systems, str(config.directory / "systems.yaml"))
+    return config.systems
 
 
 def with_extra_deps(assets: list[dg.AssetsDefinition],
@@ -79,12 +79,15 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
                       specs: tuple[IndexSpec, ...] | None = None) -> dg.Definitions:
     """The graph of one config folder: L4 has one asset (and one spec facet) per index spec, L5
     one asset (and one system facet) per system; L6 exists only with a judge.yaml, and then the
-    summaries depend on it. Given ``specs`` (e.g. none, for a folder that does not validate),
-    systems.yaml is not read: no L5."""
-    systems = systems_config(configs_dir) if specs is None else None
+    summaries depend on it; the steps that run a model ask Kubernetes for a GPU when a card
+    runs on cuda. Given ``specs`` (e.g. none, for a folder that does not validate), the folder
+    is not loaded: no L5, and no GPU requested."""
+    config = load_config(configs_dir) if specs is None else None
+    systems = systems_config(config) if config is not None else None
     specs = index_specs(configs_dir) if specs is None else specs
     serving = serving_assets(specs) if specs else []
-    level5 = systems_assets(systems)
+    models = dict(config.models) if config is not None else {}
+    level5 = systems_assets(systems, models)
     system_keys = [key for asset in level5 for key in asset.keys]
     downstream = (Path(configs_dir) / "judge.yaml").is_file()
     facets = [facet.source_asset() for facet in config_facets(
@@ -94,7 +97,8 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
     extra: dict[str, list[dg.AssetKey]] = {"comparisons": list(system_keys)}
     for name, dep in (SUMMARY_DEPS.items() if downstream else ()):
         extra.setdefault(name, []).append(dg.AssetKey(dep))
-    assets = [*with_extra_deps([*ASSETS, report_asset(with_serving=bool(serving))], extra), *serving, *level5,
+    assets = [*with_extra_deps([*ASSETS, *model_assets(list(models.values())), report_asset(with_serving=bool(serving))],
+                               extra), *serving, *level5,
               *(DOWNSTREAM_ASSETS if downstream else [])]
     materializable = [key for asset in assets for key in asset.keys]
     return dg.Definitions(
@@ -113,8 +117,8 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
 def location_asset_graph(configs_dir: str, data_dir: str) -> Any:
     """The asset graph of a config folder (rebuilt when one of its files changes): what a summary
     asset run in-process follows upstream."""
-    folder = Path(configs_dir)
-    stamps = tuple(sorted((path.name, path.stat().st_mtime_ns) for path in folder.glob("*.yaml")))
+    sources = {source for path in Path(configs_dir).glob("*.yaml") for source in yaml_sources(path)}
+    stamps = tuple(sorted((str(source), source.stat().st_mtime_ns) for source in sources))
     return _asset_graph(configs_dir, data_dir, stamps)
 
 

@@ -49,7 +49,6 @@ from graphbase.freshness import (
 from graphbase.instance import (
     DataFolderLock,
     bind,
-    ensure_encoder_pool,
     fail_abandoned_runs,
     open_instance,
     run_history_errors,
@@ -62,6 +61,7 @@ from graphbase.partitions import (
     model_dataset_partitions,
     task_family_assets,
 )
+from graphbase.pools import ensure_pools
 from pipelines.automation import (
     dataset_evaluation_job,
     evaluation_job,
@@ -243,7 +243,7 @@ def open_session(
     defs = build_definitions(config.directory, store.root)
     instance = instance or open_instance(store.root)
     bind(instance, config.directory, store.root)
-    ensure_encoder_pool(instance)
+    ensure_pools(instance, config)
     deleted = apply_partition_sync(instance, config, delete=True)
     if deleted:
         log(f"partitions deleted, no longer in {config.directory} (their history stays): {', '.join(deleted)}")

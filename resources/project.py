@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -15,6 +17,7 @@ from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.encode import Encoder, load_encoder
 from embedpyramid.store import ArtifactStore
 from graphbase.partitions import split_key
+from graphbase.pools import card_pool, pool_slot
 
 
 @lru_cache(maxsize=8)
@@ -83,7 +86,8 @@ class ProjectResource(dg.ConfigurableResource):
 
 
 class EncoderRegistry(dg.ConfigurableResource):
-    """Loads each model once per process, keyed by its eval card hash."""
+    """Loads each model once per process, keyed by its eval card hash, and holds a slot of the
+    model's pool while a step runs it (:mod:`graphbase.pools`)."""
 
     _loaded: dict[str, Encoder] = PrivateAttr(default_factory=dict)
 
@@ -91,3 +95,26 @@ class EncoderRegistry(dg.ConfigurableResource):
         if model.card_hash not in self._loaded:
             self._loaded[model.card_hash] = load_encoder(model)
         return self._loaded[model.card_hash]
+
+    @contextmanager
+    def slot(self, context: dg.AssetExecutionContext, pool: str) -> Iterator[None]:
+        """Hold a slot of ``pool`` for this step until the block ends (waiting for one first)."""
+        with pool_slot(context.instance, pool, context.run.run_id, context.asset_key.to_user_string(),
+                       context.log.info):
+            yield
+
+    @contextmanager
+    def on_demand(self, context: dg.AssetExecutionContext, model: ResolvedModel) -> Iterator[Callable[[], Encoder]]:
+        """The card's encoder as a factory for this step: its first call takes a slot of the card's
+        pool (:func:`graphbase.pools.card_pool`), held until the block ends; a step that never
+        calls it (every table a cache hit) holds none."""
+        with ExitStack() as held:
+            claimed: list[str] = []
+
+            def load() -> Encoder:
+                if not claimed:
+                    claimed.append(card_pool(model))
+                    held.enter_context(self.slot(context, claimed[0]))
+                return self.encoder(model)
+
+            yield load

@@ -5,6 +5,12 @@ Two mistakes that YAML and pydantic let through quietly are refused here for eve
 a key written twice in one mapping (YAML keeps the last one, so two cards named ``toy-a`` would
 silently become one) and an unknown key (reported with the keys allowed at that place and the
 closest of them, so ``normalise`` suggests ``normalize``).
+
+A file may start from another one: ``extends: ../protocol.yaml`` (relative to the file) reads
+that file first and lays this one over it — mappings merge key by key, any other value (a list,
+a number) replaces the extended one. ``configs/full`` holds the full evaluation settings this way,
+one folder beside the quick default. Relative paths inside an extended file are read relative to
+the folder being loaded, as if the file were copied there.
 """
 
 from __future__ import annotations
@@ -106,8 +112,49 @@ def decode_utf8(content: bytes, path: Path, error: type[ValueError] = ConfigErro
 def read_yaml(
     path: Path, missing_hint: str = "a config folder needs models.yaml, datasets.yaml and protocol.yaml"
 ) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping (an empty file is an empty mapping); duplicate keys
-    and invalid UTF-8 are refused naming the file and the line."""
+    """A YAML file whose top level is a mapping (an empty file is an empty mapping), laid over the
+    file it ``extends`` (see the module docstring); duplicate keys and invalid UTF-8 are refused
+    naming the file and the line."""
+    data: dict[str, Any] = {}
+    for _, mapping in reversed(_extends_chain(path, missing_hint)):
+        data = _laid_over(data, mapping)
+    data.pop(EXTENDS, None)
+    return data
+
+
+EXTENDS = "extends"
+
+
+def yaml_sources(path: Path) -> list[Path]:
+    """``path`` and the files it extends, nearest first (what a change to the config is read from)."""
+    return [source for source, _ in _extends_chain(path, "")]
+
+
+def _extends_chain(path: Path, missing_hint: str) -> list[tuple[Path, dict[str, Any]]]:
+    chain = [(path, _read_mapping(path, missing_hint))]
+    while (base := chain[-1][1].get(EXTENDS)) is not None:
+        current = chain[-1][0]
+        if not isinstance(base, str) or not base.strip():
+            raise ConfigError(f"{current}: {EXTENDS} must be the path of another YAML file, got {base!r}")
+        target = (current.parent / base).resolve()
+        if target in [source for source, _ in chain]:
+            cycle = " -> ".join(str(source) for source in [*(source for source, _ in chain), target])
+            raise ConfigError(f"{current}: {EXTENDS} {base!r} makes a cycle: {cycle}")
+        if not target.is_file():
+            raise ConfigError(f"{current}: {EXTENDS} {base!r}: no such file ({target})")
+        chain.append((target, _read_mapping(target, missing_hint)))
+    return chain
+
+
+def _laid_over(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        below = merged.get(key)
+        merged[key] = _laid_over(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return merged
+
+
+def _read_mapping(path: Path, missing_hint: str) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: file not found; {missing_hint}")
     try:

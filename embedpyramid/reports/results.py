@@ -204,10 +204,8 @@ def format_leaderboard(frame: pl.DataFrame, fmt: Literal["table", "json", "csv"]
     """Render the leaderboard: ``table`` shows, per dataset, metrics as rows and the models' exact
     search as columns with the number of queries on top, then, where L5 systems were evaluated,
     ``system_metric`` per system (rows) and model (columns); json and csv keep the long format."""
-    if fmt == "json":
-        return json.dumps(frame.to_dicts(), indent=2)
-    if fmt == "csv":
-        return frame.write_csv()
+    if fmt != "table":
+        return format_rows(frame, fmt)
     blocks = []
     for (dataset,), part in frame.partition_by("dataset", as_dict=True, maintain_order=True).items():
         exact = part.filter(pl.col("system") == "exact")

@@ -15,15 +15,14 @@ import dagster as dg
 import duckdb
 import pytest
 import yaml
-from dagster._core.events import EngineEventData
+from graph_helpers import embeddings_reply, started_run
 from stub_server import Reply, StubServer
-from toy_encoders import CharacterNgrams
 
 from embedpyramid.config import load_config
 from embedpyramid.hashing import sha256_table
 from embedpyramid.store import ArtifactStore, read_table
-from graphbase.instance import ENCODER_POOL, ensure_encoder_pool
 from graphbase.partitions import model_dataset_key
+from graphbase.pools import ENCODER_POOL, ensure_pools
 from pipelines.runner import project_status, run_pipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -125,14 +124,6 @@ def test_ctrl_c_stops_the_whole_command_marks_its_run_canceled_and_the_rerun_res
                for table in tables)
 
 
-def started_run(instance: dg.DagsterInstance, run_id: str, pid: int) -> None:
-    """A run that is STARTED and executing in process ``pid``, as an in-process run records it."""
-    run = instance.add_run(dg.DagsterRun(job_name="__ephemeral_asset_job__", run_id=run_id,
-                                         status=dg.DagsterRunStatus.STARTED))
-    instance.report_engine_event(f"Executing steps in process (pid: {pid})", run,
-                                 EngineEventData(metadata={"pid": dg.MetadataValue.text(str(pid))}))
-
-
 def test_encodes_wait_for_a_slot_of_the_encoder_pool_and_dead_holders_free_theirs(write_configs, small_chatterbot,
                                                                                   tmp_path):
     toy = {"backend": "entry-point", "entry_point": "toy_encoders:CharacterNgrams", "options": {"dim": 32}}
@@ -141,17 +132,17 @@ def test_encodes_wait_for_a_slot_of_the_encoder_pool_and_dead_holders_free_their
     instance = dg.DagsterInstance.from_config(str(tmp_path / "home"))
     storage = instance.event_log_storage
     storage.set_concurrency_slots(ENCODER_POOL, 3)
-    ensure_encoder_pool(instance)
+    ensure_pools(instance)
     assert storage.get_concurrency_info(ENCODER_POOL).slot_count == 3  # a limit the user set is kept
     storage.delete_concurrency_limit(ENCODER_POOL)
-    ensure_encoder_pool(instance)
+    ensure_pools(instance)
     assert storage.get_concurrency_info(ENCODER_POOL).slot_count == 1  # default: one encode at a time
 
     # A run killed mid-encode keeps its slot: the next start frees it (its process is gone).
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     started_run(instance, "killed-run", int(finished.stdout))
     assert storage.claim_concurrency_slot(ENCODER_POOL, "killed-run", "its-encode").is_claimed
-    assert ensure_encoder_pool(instance) == ["killed-run"]
+    assert ensure_pools(instance) == ["killed-run"]
     assert storage.get_concurrency_info(ENCODER_POOL).claimed_slots == []
 
     # A live run holding the only slot makes the encodes wait until it lets go.
@@ -170,14 +161,6 @@ def test_encodes_wait_for_a_slot_of_the_encoder_pool_and_dead_holders_free_their
     storage.free_concurrency_slot_for_step("live-run", "its-encode")
     worker.join(timeout=300)
     assert reports and reports[0].failures == [] and reports[0].materialized == [(model.key, "chatterbot-small")]
-
-
-def embeddings_reply(request) -> Reply:
-    texts = request.json["input"]
-    vectors = CharacterNgrams(24).encode(texts)
-    usage = sum(len(text.split()) + 1 for text in texts)
-    return Reply(json={"data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
-                       "usage": {"prompt_tokens": usage, "total_tokens": usage}})
 
 
 def write_cranfield_like(folder: Path) -> Path:

@@ -190,6 +190,10 @@ def _check_frame(frame: pl.DataFrame, frame_name: str, columns: dict[str, str]) 
         n_missing = frame[column].null_count()
         if n_missing:
             raise ValueError(f"{frame_name}.{column} has {n_missing} null values")
+    # Equal pairs hash equally: only a frame with a repeated hash needs the exact (string) check.
+    hashes = np.sort(frame.select(pl.struct("query_id", "doc_id").hash()).to_series().to_numpy())
+    if not (hashes[1:] == hashes[:-1]).any():
+        return
     duplicated = frame.filter(frame.select("query_id", "doc_id").is_duplicated())
     if duplicated.height:
         first = duplicated.row(0, named=True)
@@ -236,6 +240,6 @@ def _needed_depth(measures: Sequence[Measure], n_relevant: np.ndarray, run: pl.D
     depth = max(cutoffs, default=1)
     if any(m.name == "RPrec" for m in measures) and n_relevant.size:
         depth = max(depth, int(n_relevant.max()))
-    if any(m.name == "MRR" and m.cutoff is None for m in measures) and run.height:
-        depth = max(depth, int(run["query_id"].value_counts()["count"].max()))
+    if any(m.name == "MRR" and m.cutoff is None for m in measures):
+        depth = max(depth, run.height)  # bounds every query's rows; the ranking is cut to the longest
     return depth

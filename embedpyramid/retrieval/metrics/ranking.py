@@ -121,7 +121,9 @@ def judged_ranking(
     """The ranking of the evaluated queries to ``depth`` ranks, and the run's score-tie groups.
 
     ``run`` has query_id, doc_id, score; ``judged`` is :func:`judged_qrels` of the evaluated
-    queries.
+    queries. Ids are coded as integers once (enumerations of the evaluated queries and of the
+    judged documents); the run's rows are ordered and looked up in the qrels on those codes, and
+    only rows of tied scores are ordered by their doc_id strings.
     """
     n_queries = len(evaluated)
     judged_query = judged["query_index"].to_numpy()
@@ -131,19 +133,18 @@ def judged_ranking(
     )
     ideal = ideal_gains(judged_query, graded_gain(judged_grade, conventions.gain), n_queries, ideal_depth)
 
-    retrieved = run.select("query_id", "doc_id", "score").join(_query_index(evaluated), on="query_id")
+    query = _codes(run["query_id"], list(evaluated))
+    kept = query >= 0
     if conventions.drop_self_hits:
-        retrieved = retrieved.filter(pl.col("doc_id") != pl.col("query_id"))
-    descending_id = conventions.ties == "trec_eval"
-    ordered = (
-        retrieved.sort("query_index", "score", "doc_id", descending=[False, True, descending_id])
-        .join(judged.select("query_id", "doc_id", "relevance"), on=["query_id", "doc_id"], how="left")
-        .select("query_index", "score", "relevance")
-    )
-    query = ordered["query_index"].to_numpy()
-    grade = ordered["relevance"].fill_null(0).to_numpy()
-    is_judged = ordered["relevance"].is_not_null().to_numpy()
-    tied = _tie_groups(query, ordered["score"].to_numpy(), grade, is_judged, conventions)
+        kept &= (run["doc_id"] != run["query_id"]).to_numpy()
+    rows = np.flatnonzero(kept)
+    query, score = query[rows], run["score"].to_numpy()[rows]
+    order = _by_query_then_score(query, score)
+    rows, query, score = rows[order], query[order], score[order]
+    if conventions.ties != "expected":
+        rows = _tied_rows_by_doc_id(rows, query, score, run["doc_id"], descending=conventions.ties == "trec_eval")
+    grade, is_judged = _run_grades(run["doc_id"], rows, query, judged)
+    tied = _tie_groups(query, score, grade, is_judged, conventions)
     groups = tied if conventions.ties == "expected" else _singletons(query, grade, is_judged, conventions)
     counts = np.bincount(query, minlength=n_queries)
     width = max(1, min(depth, int(counts.max(initial=0))))
@@ -151,20 +152,109 @@ def judged_ranking(
     return ranking, tied
 
 
+def _codes(values: pl.Series, categories: list[str]) -> np.ndarray:
+    """Position of each value among the distinct ``categories`` (int64), -1 where absent. Runs of
+    equal values (a run's query ids) are coded once per run."""
+    if not categories or not values.len():
+        return np.full(values.len(), -1, np.int64)
+    starts = np.flatnonzero((values != values.shift(1)).fill_null(True).to_numpy())
+    coded = values.gather(starts).cast(pl.Enum(categories), strict=False).to_physical()
+    return np.repeat(coded.cast(pl.Int64).fill_null(-1).to_numpy(), np.diff(starts, append=values.len()))
+
+
+def _by_query_then_score(query: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Order of rows by query code, then score descending (ties in any order). A run that comes
+    grouped by query in score order (as :func:`embedpyramid.retrieval.search.run_table` writes
+    it) needs one stable pass over runs of equal codes."""
+    order = np.argsort(query, kind="stable")
+    same_query = query[order][1:] == query[order][:-1]
+    ranked = score[order]
+    if (ranked[1:][same_query] > ranked[:-1][same_query]).any():
+        by_score = np.argsort(score, kind="stable")[::-1]
+        order = by_score[np.argsort(query[by_score], kind="stable")]
+    return order
+
+
+def _tied_rows_by_doc_id(
+    rows: np.ndarray, query: np.ndarray, score: np.ndarray, doc_ids: pl.Series, *, descending: bool
+) -> np.ndarray:
+    """``rows`` (ordered by query, then score) with each group of equal scores ordered by doc_id."""
+    equal = (query[1:] == query[:-1]) & (score[1:] == score[:-1])
+    if not equal.any():
+        return rows
+    in_group = np.zeros(rows.size, dtype=bool)
+    in_group[1:] |= equal
+    in_group[:-1] |= equal
+    positions = np.flatnonzero(in_group)
+    group = np.cumsum(np.concatenate([[True], ~equal]))[positions]
+    ordered = pl.DataFrame(
+        {"group": group, "doc_id": doc_ids.gather(rows[positions]), "row": rows[positions]}
+    ).sort("group", "doc_id", descending=[False, descending])
+    rows = rows.copy()
+    rows[positions] = ordered["row"].to_numpy()
+    return rows
+
+
+def _run_grades(
+    doc_ids: pl.Series, rows: np.ndarray, query: np.ndarray, judged: pl.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """Grade (0 where unjudged) and judged flag of each run row, matched on (query code, code of
+    the document among the judged ones)."""
+    judged_docs = judged["doc_id"].unique().sort().to_list()
+    n_docs = max(len(judged_docs), 1)
+    judged_keys = judged["query_index"].to_numpy() * n_docs + _codes(judged["doc_id"], judged_docs)
+    by_key = np.argsort(judged_keys)
+    doc = _codes(doc_ids, judged_docs)[rows]
+    keys = query * n_docs + doc
+    grade = np.zeros(rows.size, dtype=np.int64)
+    is_judged = np.zeros(rows.size, dtype=bool)
+    if judged_keys.size:
+        at = np.minimum(np.searchsorted(judged_keys[by_key], keys), judged_keys.size - 1)
+        is_judged = (doc >= 0) & (judged_keys[by_key][at] == keys)
+        grade[is_judged] = judged["relevance"].to_numpy()[by_key][at[is_judged]]
+    return grade, is_judged
+
+
 def ranking_from_groups(
     groups: TieGroups, n_relevant: np.ndarray, ideal: np.ndarray, retrieved: np.ndarray, width: int
 ) -> JudgedRanking:
     """Expand tie groups into the per-rank expectations of :class:`JudgedRanking`."""
-    n_queries = n_relevant.shape[0]
-    # One entry per (group, rank within the group) inside the first ``width`` ranks.
-    shown = np.clip(np.minimum(groups.size, width - groups.start), 0, None)
-    member = np.repeat(np.arange(groups.size.shape[0]), shown)
+    before = _relevant_before(groups)
+    alone = groups.size == 1
+    entries = [_alone_entries(groups, np.flatnonzero(alone), before, n_relevant, width)]
+    if not alone.all():
+        entries.append(_tied_entries(groups, np.flatnonzero(~alone), before, n_relevant, width))
+    query, rank, *values = (np.concatenate(parts) for parts in zip(*entries, strict=True))
+    return _dense_ranking(query, rank, tuple(values), n_relevant, ideal, retrieved, width)
+
+
+def _alone_entries(
+    groups: TieGroups, selected: np.ndarray, before: np.ndarray, n_relevant: np.ndarray, width: int
+) -> tuple[np.ndarray, ...]:
+    """(query, rank, gain, P(relevant), P(judged), relevant pairs, missed, found_all) of the
+    ``selected`` groups of one document: the tie algebra's values at n = 1 (relevant or not,
+    found or missed), without it."""
+    selected = selected[groups.start[selected] < width]
+    query, relevant, before = groups.query[selected], groups.relevant[selected], before[selected]
+    missed = np.where((before == 0) & (relevant == 0), 1.0, 0.0)
+    found_all = np.where(before + relevant == n_relevant[query], 1.0, 0.0)
+    return (query, groups.start[selected], groups.gain[selected], relevant, groups.judged[selected],
+            relevant * (1.0 + before), missed, found_all)
+
+
+def _tied_entries(
+    groups: TieGroups, selected: np.ndarray, before: np.ndarray, n_relevant: np.ndarray, width: int
+) -> tuple[np.ndarray, ...]:
+    """The entries of :func:`_alone_entries` for ``selected`` groups of any size: one per (group,
+    rank within the group) inside the first ``width`` ranks."""
+    shown = np.clip(np.minimum(groups.size[selected], width - groups.start[selected]), 0, None)
+    member = np.repeat(selected, shown)
     offset = np.arange(member.shape[0]) - np.repeat(np.cumsum(shown) - shown, shown) + 1  # t, 1-based
     query = groups.query[member]
     rank = groups.start[member] + offset - 1
     size = groups.size[member].astype(np.float64)
     relevant = groups.relevant[member].astype(np.float64)
-    before = _relevant_before(groups)[member]
+    before = before[member]
 
     p_relevant = relevant / size
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -172,23 +262,35 @@ def ranking_from_groups(
     pairs = p_relevant * (1.0 + before) + (offset - 1) * both
     missed = np.where(before == 0, _none_in_first(size, relevant, offset), 0.0)
     found_all = np.where(before + relevant == n_relevant[query], _all_in_first(size, relevant, offset), 0.0)
+    return query, rank, groups.gain[member] / size, p_relevant, groups.judged[member] / size, pairs, missed, found_all
 
-    def matrix(values: np.ndarray) -> np.ndarray:
+
+def _dense_ranking(
+    query: np.ndarray, rank: np.ndarray, values: tuple[np.ndarray, ...], n_relevant: np.ndarray,
+    ideal: np.ndarray, retrieved: np.ndarray, width: int,
+) -> JudgedRanking:
+    """The [n_queries, width] matrices of a ranking from its (query, rank) entries: gains,
+    P(relevant), P(judged), relevant pairs, then missed and found_all (carried past the last
+    retrieved document)."""
+    n_queries = n_relevant.shape[0]
+
+    def matrix(entries: np.ndarray) -> np.ndarray:
         dense = np.zeros((n_queries, width))
-        dense[query, rank] = values
+        dense[query, rank] = entries
         return dense
 
     last = np.clip(np.minimum(retrieved, width) - 1, 0, None)
     carry = np.minimum(np.arange(width)[None, :], last[:, None])
     nothing = (retrieved == 0)[:, None]
 
-    def carried(values: np.ndarray, when_nothing: float) -> np.ndarray:
-        return np.where(nothing, when_nothing, np.take_along_axis(matrix(values), carry, axis=1))
+    def carried(entries: np.ndarray, when_nothing: float) -> np.ndarray:
+        return np.where(nothing, when_nothing, np.take_along_axis(matrix(entries), carry, axis=1))
 
+    gains, relevant, judged, pairs, missed, found_all = values
     return JudgedRanking(
-        gains=matrix(groups.gain[member] / size),
-        relevant=matrix(p_relevant),
-        judged=matrix(groups.judged[member] / size),
+        gains=matrix(gains),
+        relevant=matrix(relevant),
+        judged=matrix(judged),
         relevant_pairs=matrix(pairs),
         missed=carried(missed, 1.0),
         found_all=carried(found_all, 0.0),
@@ -242,8 +344,8 @@ def _aggregate(
     group: np.ndarray, query: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, conventions: MetricConventions
 ) -> TieGroups:
     n_groups = int(group.max(initial=-1)) + 1
-    first = np.searchsorted(group, np.arange(n_groups))
-    position = np.arange(query.size) - np.searchsorted(query, query, side="left")
+    first = np.flatnonzero(np.diff(group, prepend=-1))
+    position = np.arange(query.size) - _run_start(query)
     return TieGroups(
         query=query[first],
         start=position[first],
@@ -257,28 +359,42 @@ def _aggregate(
 def _relevant_before(groups: TieGroups) -> np.ndarray:
     """Relevant documents in the earlier groups of the same query."""
     total = np.cumsum(groups.relevant) - groups.relevant
-    first_of_query = np.searchsorted(groups.query, groups.query, side="left")
-    return total - total[first_of_query]
+    return total - total[_run_start(groups.query)]
+
+
+def _run_start(keys: np.ndarray) -> np.ndarray:
+    """For each element of sorted ``keys``, the index of the first element equal to it."""
+    starts = np.flatnonzero(np.diff(keys, prepend=keys[:1] - 1)) if keys.size else np.zeros(0, np.int64)
+    return np.repeat(starts, np.diff(starts, append=keys.size))
 
 
 def _none_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
     """C(n - r, t) / C(n, t): no relevant document among the first t of a random order."""
     from scipy.special import gammaln  # imported here: scipy costs a warm CLI start that scores nothing
 
+    # A document alone (n = 1) is missed exactly when it is not relevant: no log-gamma needed.
+    none = np.where(r == 0, 1.0, 0.0)
+    many = np.flatnonzero((n > 1) & (r > 0))
+    n, r, t = n[many], r[many], t[many]
     possible = t <= n - r
     safe = np.where(possible, n - r - t, 0.0)
     log = gammaln(n - r + 1) - gammaln(safe + 1) - gammaln(n + 1) + gammaln(n - t + 1)
-    return np.where(r == 0, 1.0, np.where(possible, np.exp(log), 0.0))
+    none[many] = np.where(possible, np.exp(log), 0.0)
+    return none
 
 
 def _all_in_first(n: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
     """C(t, r) / C(n, r): every relevant document among the first t of a random order."""
     from scipy.special import gammaln
 
+    found = np.ones(n.shape)
+    many = np.flatnonzero((r != 0) & (t != n))  # never a document alone (t = n = 1)
+    n, r, t = n[many], r[many], t[many]
     possible = t >= r
     safe = np.where(possible, t - r, 0.0)
     log = gammaln(t + 1) - gammaln(safe + 1) - gammaln(n + 1) + gammaln(n - r + 1)
-    return np.where((r == 0) | (t == n), 1.0, np.where(possible, np.exp(log), 0.0))
+    found[many] = np.where(possible, np.exp(log), 0.0)
+    return found
 
 
 def ideal_gains(judged_query: np.ndarray, judged_gain: np.ndarray, n_queries: int, depth: int) -> np.ndarray:

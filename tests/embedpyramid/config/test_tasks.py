@@ -1,7 +1,7 @@
 import pytest
 
 from embedpyramid.config import ClassificationSettings, ConfigError, load_config
-from embedpyramid.config.tasks import TASK_FAMILIES
+from embedpyramid.config.tasks import TASK_FAMILIES, StsSettings
 
 
 def test_default_task_datasets_are_kept_apart_from_retrieval(write_configs):
@@ -11,9 +11,9 @@ def test_default_task_datasets_are_kept_apart_from_retrieval(write_configs):
     assert set(tasks.values()) == set(TASK_FAMILIES)
     assert config.dataset("chatterbot-en").task_settings is None
     settings = config.task_dataset("chatterbot-categories").task_settings
-    assert isinstance(settings, ClassificationSettings) and settings.seeds == [0, 1, 2]
+    assert isinstance(settings, ClassificationSettings) and settings.seeds == [0]
     # A task without a settings block gets the family's defaults.
-    assert config.task_dataset("newsgroups").task_settings == ClassificationSettings()
+    assert config.task_dataset("lee-sts").task_settings == StsSettings()
     with pytest.raises(ConfigError, match="task dataset 'nope' is not in .*datasets.yaml"):
         config.task_dataset("nope")
 

@@ -78,3 +78,27 @@ def test_importing_search_does_not_import_torch():
 
     code = "import sys, embedpyramid.retrieval.search, embedpyramid.encode; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("ties_at_cut", ["first", "last"])
+def test_documents_in_rising_score_order_remake_the_top_k_in_every_block(ties_at_cut):
+    # Each block beats every kept score (the selection path), with ties across the blocks' ends;
+    # eighths keep every product exact.
+    rng = np.random.default_rng(5)
+    documents = (np.arange(200, dtype=np.float32) // 3)[:, None] * np.ones((1, 2), np.float32)
+    queries = rng.integers(4, 12, (6, 2)).astype(np.float32) / 8
+    scores, indices = exact_topk(queries, documents, 7, doc_block_size=64, ties_at_cut=ties_at_cut)
+    exact = queries @ documents.T
+    position = np.arange(200)
+    expected = np.lexsort(((-position if ties_at_cut == "last" else position)[None].repeat(6, 0), -exact), axis=1)[:, :7]
+    assert indices.tolist() == expected.tolist()
+    assert np.array_equal(scores, np.take_along_axis(exact, expected, axis=1))
+
+
+def test_nan_vectors_are_refused_with_their_row():
+    documents = np.ones((40, 3), np.float32)
+    documents[25, 1] = np.nan
+    with pytest.raises(ValueError, match=r"1 document vectors in rows 16\.\.31 score NaN.*first at row 25"):
+        exact_topk(np.ones((2, 3), np.float32), documents, 5, doc_block_size=16)
+    with pytest.raises(ValueError, match=r"1 query vectors hold NaN or inf \(first at row 1\)"):
+        exact_topk(np.array([[1, 0, 0], [np.inf, 0, 0]], np.float32), np.ones((4, 3), np.float32), 2)
