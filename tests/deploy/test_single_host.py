@@ -31,7 +31,7 @@ import duckdb
 import polars as pl
 import psutil
 from graph_helpers import beir_folder, quick_protocol
-from local_servers import S3, Postgres, require_cluster_packages
+from local_servers import S3, Postgres, require_cluster_packages, stop
 
 from embedpyramid.store import StorePath, local_file, store_path
 from graphbase.instance import ENCODER_POOL, ensure_encoder_pool
@@ -159,16 +159,18 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
         monkeypatch.setenv(name, value)
     queue = dg.DagsterInstance.from_config(str(queue_home))
     ensure_encoder_pool(queue)
-    daemon_log = tmp_path / "daemon.log"
+    daemon_log, cli = tmp_path / "daemon.log", None
     with open(daemon_log, "wb") as log:
         daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
                                   cwd=REPO, env=queue_env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        cli_home = new_home(tmp_path / "cli-home")
-        cli = subprocess.Popen(
-            [sys.executable, "-m", "embedpyramid.cli", "run", "--configs", str(configs), "--data", f"s3://{BUCKET}/cli"],
-            cwd=REPO, env=service_env(postgres, s3, "cli", cli_home, configs, f"s3://{BUCKET}/cli"),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cli_home, cli_log = new_home(tmp_path / "cli-home"), tmp_path / "cli.log"
+        with open(cli_log, "wb") as log:
+            cli = subprocess.Popen(
+                [sys.executable, "-m", "embedpyramid.cli", "run", "--configs", str(configs), "--data",
+                 f"s3://{BUCKET}/cli"],
+                cwd=REPO, env=service_env(postgres, s3, "cli", cli_home, configs, f"s3://{BUCKET}/cli"),
+                stdout=log, stderr=subprocess.STDOUT)
 
         # The automation's first encode: kill its run worker (and the step processes under it).
         killed = wait_until(lambda: next(iter(slot_holders(queue)), None), 600, "run holding the encoders slot",
@@ -187,8 +189,7 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
         local = run_pipeline(configs, tmp_path / "local", instance=dg.DagsterInstance.ephemeral())
         assert local.failures == [] and local.summary_built
         reference = results_tables(tmp_path / "local" / "results.duckdb")
-        cli_output, _ = cli.communicate(timeout=600)
-        assert cli.returncode == 0, cli_output
+        assert cli.wait(600) == 0, cli_log.read_text(errors="replace")
         assert_same_results(store_path(f"s3://{BUCKET}/cli/results.duckdb"), reference)
         cli_objects = [item["Key"] for page in boto3.client("s3").get_paginator("list_objects_v2").paginate(
             Bucket=BUCKET, Prefix="cli/") for item in page.get("Contents", [])]
@@ -213,6 +214,8 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
         logs = boto3.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="dagster/compute-logs/")
         assert logs.get("KeyCount", 0) > 0
     finally:
+        if cli is not None:
+            stop(cli)
         stop_daemon(daemon)
     assert daemon.poll() is not None
     print(f"the deployment test took {time.monotonic() - started:.0f} s")
