@@ -33,7 +33,7 @@ CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
 CONFIG_CHECK = "loads"
 SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "benchmark_transfer", "task_comparisons"]
 summary_selection = dg.AssetSelection.assets(*SUMMARY_ASSETS) | dg.AssetSelection.tag(STAGE_TAG, SUMMARY_STAGE)
-# Carried by every run the automation launches, for queue limits (docs/dagster.yaml).
+# Carried by every run the automation launches, for queue limits (docs/instance/*.yaml).
 AUTOMATION_TAG = "embedpyramid/automation"
 
 config_folder = dg.AssetSpec(

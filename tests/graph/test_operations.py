@@ -333,12 +333,3 @@ def test_a_warm_run_with_nothing_to_do_loads_no_model_library(write_configs, tin
     # torch may still come in only through the two core modules whose import the issue-10 work
     # makes lazy (exact search, FAISS index helpers); nothing of the orchestration pulls it.
     assert parents.get("torch") in (None, "embedpyramid.retrieval.search", "embedpyramid.serving.index")
-
-
-def test_the_sample_cluster_instance_is_valid_dagster_config():
-    from dagster._core.instance.config import dagster_instance_config
-
-    config, _ = dagster_instance_config(str(REPO / "docs"), "dagster.yaml")
-    assert config["run_launcher"]["class"] == "K8sRunLauncher" and "postgres" in config["storage"]
-    assert config["concurrency"]["runs"]["tag_concurrency_limits"][0]["key"] == "embedpyramid/automation"
-    assert config["run_monitoring"]["enabled"]
