@@ -37,12 +37,21 @@ def test_rate_limited_and_failing_answers_are_retried_with_backoff_and_retry_aft
 
 
 def test_a_retry_after_date_is_a_wait_until_that_date_and_an_unreadable_one_falls_back_to_backoff():
-    in_two_seconds = formatdate(int(time.time()) + 2, usegmt=True)  # whole seconds, as HTTP dates are
-    script = iter([Reply(status=503, json={}, headers={"Retry-After": in_two_seconds}),
-                   Reply(status=429, json={}, headers={"Retry-After": "soon"}),
+    def two_seconds_ahead() -> Reply:
+        # HTTP dates are whole seconds: the date is set at the start of a second, so the client's
+        # wait is two seconds less the reply's own latency, however long the server took to start.
+        time.sleep(1.0 - time.time() % 1.0)
+        return Reply(status=503, json={}, headers={"Retry-After": formatdate(int(time.time()) + 2, usegmt=True)})
+
+    script = iter([two_seconds_ahead, Reply(status=429, json={}, headers={"Retry-After": "soon"}),
                    Reply(status=429, json={}, headers={"Retry-After": "60"}), Reply(json={"ok": 1})])
     waits: list[float] = []
-    with StubServer(lambda request: next(script)) as server:
+
+    def reply(request: object) -> Reply:
+        step = next(script)
+        return step() if callable(step) else step
+
+    with StubServer(reply) as server:
         http = client(server.url, waits)
         assert http.post({}, context="batch 4") == {"ok": 1}
     assert 1.0 < waits[0] <= 2.0  # until the date, less the part of the second already gone
