@@ -5,10 +5,21 @@ task family F, ``F_embeddings`` (model × F dataset) holds the card's vectors of
 texts. Every vector the graph computes is one of these assets' materializations, of its own
 card's partition; the assets that use vectors read them from the cache.
 
+One corpus on many workers. ``query_embeddings`` and ``document_embeddings`` are graph-backed:
+``<kind>_shard_plan`` lists the shards of the table still to encode (none on a cache hit, and
+none when the table is one shard: that one is encoded by the last step), each is encoded by a
+``<kind>_encode_shard[<i>]`` step of its own (Dagster's dynamic outputs), and
+``<kind>_write_tables`` writes both tables from the shards and runs the checks. Under the
+multiprocess or Kubernetes executor the shard steps run at once, each in its own process or pod;
+a failed shard step reruns alone (re-execution from failure) and a finished shard is never
+encoded again. The shard steps take no data-folder lock: each writes only its own shard file,
+atomically (:mod:`embedpyramid.encode.tables`).
+
 A step that encodes holds a slot of its card's pool while it does (``gpu``, ``api/<card>`` or
 ``encoders``; a cache hit holds none), so a backfill of many models does not oversubscribe a
-device or an API (:mod:`graphbase.pools`). The assets are built per config folder: their op tags
-ask the Kubernetes executor for a GPU when one of the folder's cards runs on cuda.
+device or an API (:mod:`graphbase.pools`): as many shards of a table encode at once as the pool
+has slots. The assets are built per config folder: their op tags ask the Kubernetes executor for
+a GPU when one of the folder's cards runs on cuda.
 """
 
 import time
@@ -18,7 +29,15 @@ import dagster as dg
 from assets.metadata import partition_check, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.data import encoding_inputs
-from embedpyramid.encode import DIRECTION_SAMPLE, PLURAL, Kind, embed_table, table_problems
+from embedpyramid.encode import (
+    DIRECTION_SAMPLE,
+    PLURAL,
+    Kind,
+    embed_table,
+    encode_shard,
+    table_problems,
+    unfinished_shards,
+)
 from embedpyramid.progress import report
 from graphbase.freshness import EVALUATE_WHEN_STALE, MODEL_CARD, TASK_FACETS, facet_deps
 from graphbase.partitions import TASK_FAMILIES, model_dataset_partitions, task_partitions
@@ -29,7 +48,7 @@ DIRECTION_TOLERANCE = 1e-5
 PROGRESS_SECONDS = 30.0
 
 
-def progress_logger(context: dg.AssetExecutionContext, what: str):
+def progress_logger(context: dg.OpExecutionContext | dg.AssetExecutionContext, what: str):
     """A progress callback that logs to Dagster at every tenth of the work and at least every
     30 s, never per batch, and feeds the command's live line (:mod:`embedpyramid.progress`)."""
     state = {"tenth": 0, "logged": time.monotonic()}
@@ -45,80 +64,145 @@ def progress_logger(context: dg.AssetExecutionContext, what: str):
     return progress
 
 
-def _embedding_asset(kind: Kind, *, raw: bool, op_tags: dict[str, str]) -> dg.AssetsDefinition:
-    name = f"raw_{kind}_embeddings" if raw else f"{kind}_embeddings"
+def _checks(name: str, raw: bool) -> list[dg.AssetCheckSpec]:
     checks = [partition_check("vectors_valid", name, model_dataset_partitions,
                               "One finite, non-zero vector of the card's dimension per row", blocking=True)]
     if raw:
         checks.append(partition_check(
             "direction_preserved", name, model_dataset_partitions,
             f"max |unit(raw) - shipped model output| <= {DIRECTION_TOLERANCE} on {DIRECTION_SAMPLE} texts", blocking=True))
+    return checks
+
+
+def _materialize(context: dg.OpExecutionContext, project: ProjectResource, encoders: EncoderRegistry, kind: Kind,
+                 raw: bool) -> dg.MaterializeResult:
+    """The table of the partition's card and ``kind`` texts (encoding the shards not finished yet
+    and writing both tables on a cache miss), its metadata and its checks."""
+    part = project.partition(context)
+    model, frozen = part.model, part.frozen
+    inputs = encoding_inputs(frozen, kind)
+    progress = progress_logger(context, f"encoded {PLURAL[kind]} with {model.key}")
+    with encoders.on_demand(context, model) as encoder:
+        result = embed_table(part.store, model, kind, inputs, encoder, progress, raw=raw)
+    meta = result.metadata
+    for note in meta["notes"]:
+        context.log.warning(f"model card {model.name!r}: {note}")
+    if meta["empty_ids"]:
+        context.log.warning(f"{len(meta['empty_ids'])} empty {PLURAL[kind]} encoded as the empty string: "
+                            f"{', '.join(meta['empty_ids'])}")
+    problems = table_problems(result.path, inputs.ids, model.card.dimension or meta["dim"])
+    check_results = [dg.AssetCheckResult(check_name="vectors_valid", passed=not problems,
+                                         metadata={"problems": dg.MetadataValue.json(problems)})]
+    metadata = {
+        "rows": dg.MetadataValue.int(meta["rows"]),
+        "dim": dg.MetadataValue.int(meta["dim"]),
+        "cache_hit": dg.MetadataValue.bool(result.cache_hit),
+        "encode_seconds": dg.MetadataValue.float(meta["seconds"]),
+        "texts_per_second": dg.MetadataValue.float(meta["texts_per_second"] or 0.0),
+        "tokens": dg.MetadataValue.int(meta["tokens"] or 0),
+        "normalized": dg.MetadataValue.bool(meta["normalized"]),
+        "norms": dg.MetadataValue.json(meta["norms"]),
+        "shards": dg.MetadataValue.json(meta["shards"]),
+        "empty_ids": dg.MetadataValue.json(meta["empty_ids"]),
+        "notes": dg.MetadataValue.json(meta["notes"]),
+        "backend": dg.MetadataValue.json(meta["backend"]),
+        "card_hash": dg.MetadataValue.text(model.card_hash),
+        "card_key": dg.MetadataValue.text(model.key),
+        "path": dg.MetadataValue.path(str(result.path)),
+    }
+    if raw:
+        check = meta["direction_check"]
+        difference = check["max_abs_difference"]
+        metadata["direction_difference"] = dg.MetadataValue.float(difference)
+        turned = [] if difference <= DIRECTION_TOLERANCE else [
+            f"max |unit(raw) - shipped| = {difference:.3g} > {DIRECTION_TOLERANCE} on {check['sample']} texts: "
+            "stripping the Normalize module changed directions, so the raw vectors are not this model's"]
+        check_results.append(dg.AssetCheckResult(
+            check_name="direction_preserved", passed=not turned,
+            metadata={"max_abs_difference": dg.MetadataValue.float(difference),
+                      "sample": dg.MetadataValue.int(check["sample"]),
+                      "problems": dg.MetadataValue.json(turned)}))
+    return with_provenance(context, project, dg.MaterializeResult(
+        metadata=metadata,
+        data_version=dg.DataVersion(result.path.stem + "@" + model.card_hash[:16]),
+        check_results=check_results,
+    ))
+
+
+def _raw_embedding_asset(kind: Kind, op_tags: dict[str, str]) -> dg.AssetsDefinition:
+    name = f"raw_{kind}_embeddings"
 
     @dg.asset(
         name=name,
         partitions_def=model_dataset_partitions,
-        deps=[*(["frozen_dataset", f"{kind}_embeddings"] if raw else ["frozen_dataset"]), *facet_deps(MODEL_CARD)],
-        group_name="l1_geometry" if raw else "embeddings",
-        code_version=function_version(__file__, "embeddings"),
+        deps=["frozen_dataset", f"{kind}_embeddings", *facet_deps(MODEL_CARD)],
+        group_name="l1_geometry",
+        code_version=function_version(__file__, "_raw_embedding_asset"),
         kinds={"parquet", "torch"},
         op_tags=op_tags,
         automation_condition=EVALUATE_WHEN_STALE,
-        check_specs=checks,
+        check_specs=_checks(name, raw=True),
     )
-    def embeddings(
+    def raw_embeddings(
         context: dg.AssetExecutionContext, project: ProjectResource, encoders: EncoderRegistry
     ) -> dg.MaterializeResult:
-        part = project.partition(context)
-        model, frozen = part.model, part.frozen
-        inputs = encoding_inputs(frozen, kind)
-        progress = progress_logger(context, f"encoded {PLURAL[kind]} with {model.key}")
-        with encoders.on_demand(context, model) as encoder:
-            result = embed_table(part.store, model, kind, inputs, encoder, progress, raw=raw)
-        meta = result.metadata
-        for note in meta["notes"]:
-            context.log.warning(f"model card {model.name!r}: {note}")
-        if meta["empty_ids"]:
-            context.log.warning(f"{len(meta['empty_ids'])} empty {PLURAL[kind]} encoded as the empty string: "
-                                f"{', '.join(meta['empty_ids'])}")
-        problems = table_problems(result.path, inputs.ids, model.card.dimension or meta["dim"])
-        check_results = [dg.AssetCheckResult(check_name="vectors_valid", passed=not problems,
-                                             metadata={"problems": dg.MetadataValue.json(problems)})]
-        metadata = {
-            "rows": dg.MetadataValue.int(meta["rows"]),
-            "dim": dg.MetadataValue.int(meta["dim"]),
-            "cache_hit": dg.MetadataValue.bool(result.cache_hit),
-            "encode_seconds": dg.MetadataValue.float(meta["seconds"]),
-            "texts_per_second": dg.MetadataValue.float(meta["texts_per_second"] or 0.0),
-            "tokens": dg.MetadataValue.int(meta["tokens"] or 0),
-            "normalized": dg.MetadataValue.bool(meta["normalized"]),
-            "norms": dg.MetadataValue.json(meta["norms"]),
-            "shards": dg.MetadataValue.json(meta["shards"]),
-            "empty_ids": dg.MetadataValue.json(meta["empty_ids"]),
-            "notes": dg.MetadataValue.json(meta["notes"]),
-            "backend": dg.MetadataValue.json(meta["backend"]),
-            "card_hash": dg.MetadataValue.text(model.card_hash),
-            "card_key": dg.MetadataValue.text(model.key),
-            "path": dg.MetadataValue.path(str(result.path)),
-        }
-        if raw:
-            check = meta["direction_check"]
-            difference = check["max_abs_difference"]
-            metadata["direction_difference"] = dg.MetadataValue.float(difference)
-            turned = [] if difference <= DIRECTION_TOLERANCE else [
-                f"max |unit(raw) - shipped| = {difference:.3g} > {DIRECTION_TOLERANCE} on {check['sample']} texts: "
-                "stripping the Normalize module changed directions, so the raw vectors are not this model's"]
-            check_results.append(dg.AssetCheckResult(
-                check_name="direction_preserved", passed=not turned,
-                metadata={"max_abs_difference": dg.MetadataValue.float(difference),
-                          "sample": dg.MetadataValue.int(check["sample"]),
-                          "problems": dg.MetadataValue.json(turned)}))
-        return with_provenance(context, project, dg.MaterializeResult(
-            metadata=metadata,
-            data_version=dg.DataVersion(result.path.stem + "@" + model.card_hash[:16]),
-            check_results=check_results,
-        ))
+        return _materialize(context.op_execution_context, project, encoders, kind, raw=True)
 
-    return embeddings
+    return raw_embeddings
+
+
+def _sharded_embedding_asset(kind: Kind, op_tags: dict[str, str]) -> dg.AssetsDefinition:
+    """``<kind>_embeddings`` as plan → one step per unfinished shard → write tables (see the
+    module docstring)."""
+    name = f"{kind}_embeddings"
+
+    @dg.op(name=f"{kind}_shard_plan", ins={"frozen_dataset": dg.In(dg.Nothing), "model_card": dg.In(dg.Nothing)},
+           out=dg.DynamicOut(int), required_resource_keys={"shard_project"})
+    def shard_plan(context: dg.OpExecutionContext):
+        """One output per shard still to encode, when the table has more than one."""
+        part = context.resources.shard_project.partition(context)
+        shards = unfinished_shards(part.store, part.model, kind, encoding_inputs(part.frozen, kind))
+        if len(shards) > 1:
+            context.log.info(f"{len(shards)} shards of {part.model.card.run.shard_size} {PLURAL[kind]} to encode")
+            for index in shards:
+                yield dg.DynamicOutput(index, mapping_key=str(index))
+
+    @dg.op(name=f"{kind}_encode_shard", tags=op_tags, required_resource_keys={"shard_project", "encoders"})
+    def encode_one_shard(context: dg.OpExecutionContext, index: int) -> int:
+        part = context.resources.shard_project.partition(context)
+        progress = progress_logger(context, f"encoded {PLURAL[kind]} of shard {index} with {part.model.key}")
+        with context.resources.encoders.on_demand(context, part.model) as encoder:
+            encoded = encode_shard(part.store, part.model, kind, encoding_inputs(part.frozen, kind), encoder(),
+                                   index, progress)
+        if not encoded:
+            context.log.info(f"shard {index} was already finished")
+        return index
+
+    checks = _checks(name, raw=False)
+    # A graph asset's checks are outputs of the graph, named <asset>_<check> (Dagster's naming).
+    check_outputs = [f"{name}_{spec.name}" for spec in checks]
+
+    @dg.op(name=f"{kind}_write_tables", tags=op_tags, required_resource_keys={"project", "encoders"},
+           out={"result": dg.Out(dg.Nothing), **{output: dg.Out(dg.Nothing) for output in check_outputs}})
+    def write_tables(context: dg.OpExecutionContext, shards: list[int]):
+        result = _materialize(context, context.resources.project, context.resources.encoders, kind, raw=False)
+        yield dg.Output(None, "result", metadata=result.metadata, data_version=result.data_version)
+        yield from result.check_results
+
+    def compose(frozen_dataset, model_card):
+        written = write_tables(shard_plan(frozen_dataset=frozen_dataset, model_card=model_card)
+                               .map(encode_one_shard).collect())
+        return {"result": written.result, **{output: getattr(written, output) for output in check_outputs}}
+
+    return dg.graph_asset(
+        compose, name=name, partitions_def=model_dataset_partitions,
+        ins={"frozen_dataset": dg.AssetIn("frozen_dataset", dagster_type=dg.Nothing),
+             "model_card": dg.AssetIn(MODEL_CARD.key, dagster_type=dg.Nothing)},
+        group_name="embeddings", code_version=function_version(__file__, "_sharded_embedding_asset"), kinds={"parquet", "torch"},
+        automation_condition=EVALUATE_WHEN_STALE, check_specs=checks,
+        description=f"The card's vectors of the dataset's {PLURAL[kind]}, encoded shard by shard (one step per "
+                    "shard of a table of several), cached and content-addressed.",
+    )
 
 
 _TASK_FACET = {facet.partitioned_by: facet for facet in TASK_FACETS}
@@ -167,5 +251,7 @@ def _task_embedding_asset(family: str, op_tags: dict[str, str]) -> dg.AssetsDefi
 def embedding_assets(op_tags: dict[str, str]) -> list[dg.AssetsDefinition]:
     """Every embedding asset — query, document, their raw twins, and one per L2 task family —
     with ``op_tags`` on its step (:func:`graphbase.pools.model_step_tags` of the folder's cards)."""
-    return [*(_embedding_asset(kind, raw=raw, op_tags=op_tags) for raw in (False, True) for kind in ("query", "document")),
+    kinds: tuple[Kind, ...] = ("query", "document")
+    return [*(_sharded_embedding_asset(kind, op_tags) for kind in kinds),
+            *(_raw_embedding_asset(kind, op_tags) for kind in kinds),
             *(_task_embedding_asset(family, op_tags) for family in TASK_FAMILIES)]

@@ -29,7 +29,7 @@ from graphbase.freshness import config_facets, provide_location_graph, up_to_dat
 from graphbase.partitions import check_ann_asset_names, check_system_asset_names
 from graphbase.pools import model_step_tags
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
-from resources import EncoderRegistry, ProjectResource
+from resources import EncoderRegistry, ProjectResource, ShardWorkspace
 
 ASSETS = [
     frozen_dataset, exact_topk, retrieval_metrics, norm_geometry, normalization_price, *pair_sanity_assets,
@@ -109,6 +109,7 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
         schedules=SCHEDULES,
         resources={
             "project": ProjectResource(configs_dir=str(configs_dir), data_dir=str(data_root)),
+            "shard_project": ShardWorkspace(configs_dir=str(configs_dir), data_dir=str(data_root)),
             "encoders": EncoderRegistry(),
         },
     )

@@ -75,7 +75,7 @@ class ProjectResource(dg.ConfigurableResource):
             self._lock.release()
             self._lock = None
 
-    def partition(self, context: dg.AssetExecutionContext) -> Partition:
+    def partition(self, context: dg.OpExecutionContext | dg.AssetExecutionContext) -> Partition:
         """The current card and the frozen dataset of the (card name, dataset) partition."""
         name, dataset = split_key(context)
         config, store = self.config, self.store
@@ -83,6 +83,20 @@ class ProjectResource(dg.ConfigurableResource):
             raise ConfigError(f"model partition {name!r} is not a card in {config.directory / 'models.yaml'} "
                               f"(cards: {', '.join(config.models)}); it is no longer evaluated")
         return Partition(config, store, config.models[name], dataset, open_frozen(store.dataset_dir(dataset)))
+
+
+class ShardWorkspace(ProjectResource):
+    """The project for the steps that plan and encode the shards of one embedding table: it takes
+    no data-folder lock, so the shards of a table encode at once in several processes. Such a step
+    reads the config and the frozen dataset and writes only its own shard file, atomically and
+    content-addressed (:mod:`embedpyramid.encode.tables`); the step that writes the tables takes
+    the lock."""
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        return None
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        return None
 
 
 class EncoderRegistry(dg.ConfigurableResource):
@@ -97,14 +111,15 @@ class EncoderRegistry(dg.ConfigurableResource):
         return self._loaded[model.card_hash]
 
     @contextmanager
-    def slot(self, context: dg.AssetExecutionContext, pool: str) -> Iterator[None]:
+    def slot(self, context: dg.OpExecutionContext | dg.AssetExecutionContext, pool: str) -> Iterator[None]:
         """Hold a slot of ``pool`` for this step until the block ends (waiting for one first)."""
-        with pool_slot(context.instance, pool, context.run.run_id, context.asset_key.to_user_string(),
+        with pool_slot(context.instance, pool, context.run.run_id, context.get_step_execution_context().step.key,
                        context.log.info):
             yield
 
     @contextmanager
-    def on_demand(self, context: dg.AssetExecutionContext, model: ResolvedModel) -> Iterator[Callable[[], Encoder]]:
+    def on_demand(self, context: dg.OpExecutionContext | dg.AssetExecutionContext,
+                  model: ResolvedModel) -> Iterator[Callable[[], Encoder]]:
         """The card's encoder as a factory for this step: its first call takes a slot of the card's
         pool (:func:`graphbase.pools.card_pool`), held until the block ends; a step that never
         calls it (every table a cache hit) holds none."""

@@ -15,6 +15,13 @@ shard; a shard's batches are the same in every run, so a resumed table is bit-id
 uninterrupted one. When every shard is there, both tables are written shard by shard (one
 Parquet row group each) and the shards are removed.
 
+Many workers. A shard is a unit of work of its own (:func:`unfinished_shards`,
+:func:`encode_shard`): the shards of one table can be encoded by several processes or machines
+at once, each writing only its shard files, and :func:`single_pass` then finds them finished and
+writes the tables. The shard files are content-addressed and written atomically, and a shard's
+batches are fixed, so two workers that encode the same shard write the same bytes; the table is
+the same however the shards were spread.
+
 Memory. Encoding holds the table's ids and texts and one shard of vectors, never the N × d
 matrix; readers stream row groups (:func:`iter_embedding_blocks`), so exact search over a
 corpus larger than RAM runs block by block.
@@ -251,13 +258,23 @@ def embed_table(
     which writes both the raw and the card's table (see the module docstring); ``raw`` picks
     which one is returned. ``progress(done, total)`` is called after every batch.
     """
+    cached = cached_table(store, model, kind, inputs, raw=raw)
+    if cached is not None:
+        return cached
+    written = single_pass(store, model, kind, inputs, encoder(), progress)
+    return written[raw]
+
+
+def cached_table(store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs: EncodingInputs, *,
+                 raw: bool = False) -> EmbeddingTable | None:
+    """The stored table for (card, kind, input table) when it can be served (it exists and its
+    vectors have no problems), else None."""
     target = table_path(store, model, kind, inputs.table_sha, raw=raw)
     if target.is_file():
         metadata = read_embedding_metadata(target)
         if metadata.get("problems") == []:
             return EmbeddingTable(target, metadata, cache_hit=True)
-    written = single_pass(store, model, kind, inputs, encoder(), progress)
-    return written[raw]
+    return None
 
 
 @dataclass(frozen=True)
@@ -289,25 +306,72 @@ def _threads_in_use(model: ResolvedModel) -> int:
     return model.card.run.threads or (torch.get_num_threads() if torch is not None else os.cpu_count() or 1)
 
 
+def _table_shards(store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs: EncodingInputs) -> list[_Shard]:
+    if not inputs.ids:
+        raise EncodeError(f"model card {model.name!r}: no {kind} texts to encode")
+    directory = shard_directory(store, model, kind, inputs.table_sha)
+    return _shards(directory, len(inputs.ids), model.card.run.shard_size)
+
+
+def _shard_ids(inputs: EncodingInputs, shard: _Shard) -> tuple[list[str], str]:
+    ids = list(inputs.ids[shard.start : shard.stop])
+    return ids, sha256_json(ids)
+
+
+def unfinished_shards(store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs: EncodingInputs) -> list[int]:
+    """The shards of (card, kind, input table) still to encode, by index: none when the table is
+    stored and sound (:func:`cached_table`), else every shard not yet written completely."""
+    if cached_table(store, model, kind, inputs) is not None:
+        return []
+    return [shard.index for shard in _table_shards(store, model, kind, inputs)
+            if _finished(shard, _shard_ids(inputs, shard)[1]) is None]
+
+
+def _prepared(store: ArtifactStore, loaded: Encoder) -> Encoder:
+    """The encoder of the raw pass (``loaded`` without its Normalize module), with a remote
+    backend's answer cache attached."""
+    if isinstance(loaded, RemoteEncoder):
+        loaded.attach_cache(response_cache_directory(store))
+    return loaded.without_normalize_layer()
+
+
+def encode_shard(
+    store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs: EncodingInputs, loaded: Encoder, index: int,
+    progress: Progress | None = None,
+) -> bool:
+    """Encode shard ``index`` of the raw pass and write it, unless it is already finished or the
+    tables are written (a late worker then leaves no orphan shard); returns whether it was encoded
+    now. ``progress(done, total)`` counts the shard's texts."""
+    shards = _table_shards(store, model, kind, inputs)
+    if not 0 <= index < len(shards):
+        raise EncodeError(f"model card {model.name!r}: {kind} table {inputs.table_sha[:12]} has {len(shards)} "
+                          f"shards of {model.card.run.shard_size}; there is no shard {index}")
+    shard = shards[index]
+    ids, ids_sha = _shard_ids(inputs, shard)
+    if _finished(shard, ids_sha) is not None or cached_table(store, model, kind, inputs) is not None:
+        return False
+
+    def shard_progress(done: int, _total: int) -> None:
+        if progress is not None:
+            progress(done - shard.start, shard.stop - shard.start)
+
+    _encode_shard(_prepared(store, loaded), model, kind, inputs.texts, shard, ids, ids_sha, shard_progress,
+                  len(inputs.ids))
+    return True
+
+
 def single_pass(
     store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs: EncodingInputs, loaded: Encoder,
     progress: Progress | None = None,
 ) -> dict[bool, EmbeddingTable]:
-    """Encode ``inputs`` once in resumable shards and write the raw and the card's tables;
-    returns both, keyed by ``raw``."""
-    run = model.card.run
-    if not inputs.ids:
-        raise EncodeError(f"model card {model.name!r}: no {kind} texts to encode")
-    stripped = loaded.without_normalize_layer()
-    if isinstance(loaded, RemoteEncoder):
-        loaded.attach_cache(response_cache_directory(store))
-    directory = shard_directory(store, model, kind, inputs.table_sha)
-    shards = _shards(directory, len(inputs.ids), run.shard_size)
+    """Encode the shards of ``inputs`` that are not finished yet (by this process or any other)
+    and write the raw and the card's tables; returns both, keyed by ``raw``."""
+    shards = _table_shards(store, model, kind, inputs)
+    stripped = _prepared(store, loaded)
     total, resumed = len(inputs.ids), 0
     shard_metadata = []
     for shard in shards:
-        ids = inputs.ids[shard.start : shard.stop]
-        ids_sha = sha256_json(ids)
+        ids, ids_sha = _shard_ids(inputs, shard)
         finished = _finished(shard, ids_sha)
         if finished is not None:
             resumed += 1
@@ -317,7 +381,7 @@ def single_pass(
         if progress is not None:
             progress(shard.stop, total)
     tables = _write_tables(store, model, kind, inputs, loaded, stripped, shards, shard_metadata, resumed)
-    remove_tree(directory)
+    remove_tree(shards[0].path.parent)
     return tables
 
 

@@ -15,15 +15,16 @@ import dagster as dg
 import duckdb
 import pytest
 import yaml
-from graph_helpers import embeddings_reply, started_run
+from graph_helpers import embeddings_reply, started_run, step_intervals
 from stub_server import Reply, StubServer
 
 from embedpyramid.config import load_config
 from embedpyramid.hashing import sha256_table
 from embedpyramid.store import ArtifactStore, read_table
+from graphbase.instance import open_instance
 from graphbase.partitions import model_dataset_key
 from graphbase.pools import ENCODER_POOL, ensure_pools
-from pipelines.runner import project_status, run_pipeline
+from pipelines.runner import open_session, project_status, run_pipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-graph-5b7e9d1f3a"
@@ -82,6 +83,56 @@ def test_a_killed_encode_resumes_to_bit_identical_tables_and_metrics(write_confi
         assert json.loads(read_table(table).schema.metadata[b"embedpyramid"])["shards"]["resumed"] >= 2
     assert not list(killed.glob("embeddings/*/.*.shards-*"))
     assert store.metrics_path("chatterbot-small", model.key, "exact").is_file()
+
+
+def test_the_shards_of_a_corpus_encode_as_steps_of_their_own_two_processes_at_a_time(write_configs, default_models,
+                                                                                     tmp_path):
+    """MiniLM on a corpus of 4 shards: ``dagster asset materialize`` with the multiprocess
+    executor (2 at a time) and an encoder pool of 2 slots runs one step per shard, two at once in
+    separate processes, and writes the table the CLI writes in one process (about 40 s)."""
+    minilm = default_models["minilm-l6"]
+    datasets = {"chatterbot-small": {"loader": "chatterbot", "categories": ["ai"]}}
+    folder = write_configs(models={"minilm-l6": minilm}, datasets=datasets, protocol=fast_protocol())
+    here, there = tmp_path / "here", tmp_path / "there"
+    session = open_session(folder, here, dg.DagsterInstance.ephemeral(), log=lambda _: None, verbose=False)
+    assert session.execute("refresh_datasets", ["frozen_dataset"], "chatterbot-small", {}).success
+    documents = len(read_table(here / "datasets" / "chatterbot-small" / "corpus.parquet"))
+    # Run settings are not hashed: the shard size changes no key, only how the work is cut.
+    settings = {**minilm["run"], "shard_size": -(-documents // 4)}
+    folder = write_configs(models={"minilm-l6": {**minilm, "run": settings}}, datasets=datasets,
+                           protocol=fast_protocol())
+    key = model_dataset_key("minilm-l6", "chatterbot-small")
+    session = open_session(folder, here, session.instance, log=lambda _: None, verbose=False)
+    assert session.execute("evaluate", ["document_embeddings"], key, {}).success
+
+    env = {**{k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"},
+           "EMBEDPYRAMID_CONFIGS": str(folder), "EMBEDPYRAMID_DATA": str(there)}
+    instance_dir = there / "dagster_home"
+    remote = open_session(folder, there, open_instance(there), log=lambda _: None, verbose=False)
+    assert remote.execute("refresh_datasets", ["frozen_dataset"], "chatterbot-small", {}).success
+    remote.instance.event_log_storage.set_concurrency_slots(ENCODER_POOL, 2)
+    executor = {"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}
+    done = subprocess.run(
+        [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
+         "--select", "document_embeddings", "--partition", str(key), "--config-json", json.dumps(executor)],
+        cwd=REPO_ROOT, env={**env, "DAGSTER_HOME": str(instance_dir)}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    instance = dg.DagsterInstance.from_config(str(instance_dir))
+    materialized = instance.get_runs(limit=1)[0]
+    assert materialized.status == dg.DagsterRunStatus.SUCCESS
+    steps = step_intervals(instance, materialized.run_id)
+    shards = sorted((step, (start, end)) for start, end, step, _ in steps if ".document_encode_shard[" in step)
+    assert [step for step, _ in shards] == [f"document_embeddings.document_encode_shard[{i}]" for i in range(4)]
+    assert len({pid for *_, pid in steps}) == len(steps)  # every step a process of its own
+    spans = sorted(span for _, span in shards)
+    assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:], strict=False)), \
+        f"no two shard steps ran at once: {spans}"
+    latest = instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey("document_embeddings"),
+                                                                   asset_partitions=[key]), limit=1).records[0]
+    assert latest.asset_materialization.metadata["shards"].value == {"size": settings["shard_size"], "count": 4,
+                                                                      "resumed": 4}
+    assert artefacts(there) == artefacts(here)
 
 
 def test_ctrl_c_stops_the_whole_command_marks_its_run_canceled_and_the_rerun_resumes(write_configs, default_models,

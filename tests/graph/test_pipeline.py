@@ -36,7 +36,7 @@ from graphbase.partitions import (
 from pipelines.automation import config_sensor
 from pipelines.definitions import defs
 from pipelines.runner import run_pipeline
-from resources import ProjectResource
+from resources import ProjectResource, ShardWorkspace
 
 DEFAULT_PROTOCOL = Path(__file__).resolve().parents[2] / "configs" / "protocol.yaml"
 RETRIEVAL = "metric NOT LIKE '%:%'"  # the retrieval measures, not L6's judge:/answer:/context: metrics
@@ -414,6 +414,7 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
         list(defs.assets), selection=["query_embeddings"], instance=instance,
         partition_key=model_dataset_key("use-m3", "chatterbot-small"),
         resources={"project": ProjectResource(configs_dir=str(tmp_path / "c1"), data_dir=str(data)),
+                   "shard_project": ShardWorkspace(configs_dir=str(tmp_path / "c1"), data_dir=str(data)),
                    "encoders": defs.resources["encoders"]},
     )
     materialization = forced.asset_materializations_for_node("query_embeddings")[0]

