@@ -92,10 +92,11 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
              "provenance": provenance,
              **(results_views(store) if project.config.downstream else {})}
     conventions = task_conventions_table(store)
-    path = build_results_db(store.results_db, [*partitions, *systems], views,
-                            quality_metric=project.config.protocol.comparison.report_metric,
-                            extra_metrics=[downstream] if downstream else [],
-                            extra_conventions=[conventions] if conventions else [])
+    built = build_results_db(store.results_db, [*partitions, *systems], views,
+                             quality_metric=project.config.protocol.comparison.report_metric,
+                             extra_metrics=[downstream] if downstream else [],
+                             extra_conventions=[conventions] if conventions else [])
+    path = built.path
     baseline = project.config.baseline.key
     exact = read_leaderboard(path).filter(pl.col("system") == "exact")
     wide = exact.pivot("model", index=["dataset", "metric"], values="mean", maintain_order=True)
@@ -103,6 +104,9 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
         metadata={
             "path": dg.MetadataValue.path(str(path)),
             "partitions": dg.MetadataValue.int(len(partitions)),
+            # Files of per-query metrics, runs and qrels read into the database / kept from the last build.
+            "sources_read": dg.MetadataValue.int(built.sources_read),
+            "sources_kept": dg.MetadataValue.int(built.sources_kept),
             "not_evaluated": dg.MetadataValue.json(missing),
             **excluded_metadata(inputs),
             "baseline": dg.MetadataValue.text(baseline),

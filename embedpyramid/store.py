@@ -132,16 +132,33 @@ def write_json(value: Any, target: StorePath) -> StorePath:
     return write_text(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n", target)
 
 
-def write_with(writer: Callable[[Path], None], target: StorePath) -> StorePath:
+def write_with(writer: Callable[[Path], None], target: StorePath, *, from_target: bool = False) -> StorePath:
     """Atomically create ``target`` with a writer that creates a file at a plain local path (e.g.
     a DuckDB database, which reads ``?`` in a path as URL syntax): written in a scratch folder,
-    then moved into place."""
+    then moved into place. With ``from_target``, the writer finds a copy of the current
+    ``target`` at its path (when there is one) and updates it; ``target`` itself is replaced
+    only once the update succeeded."""
     with tempfile.TemporaryDirectory(prefix="embedpyramid-") as scratch:
         built = Path(scratch) / f"file{target.suffix}"
+        if from_target and target.is_file():
+            with local_file(target) as current:
+                shutil.copyfile(current, built)
         writer(built)
         with atomic_path(target) as temporary:
             shutil.copyfile(built, temporary)
     return target
+
+
+def file_fingerprint(path: StorePath) -> str:
+    """What changes whenever a file is written again (every write here replaces the file): its
+    size, modification time in nanoseconds and inode on a local disk (an atomic replace is a new
+    inode), its size and the object store's ETag or modification time on a remote one."""
+    if is_local(path):
+        info = path.stat()
+        return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}"
+    info = path.fs.info(path.path)
+    stamp = next((info[key] for key in ("ETag", "etag", "LastModified", "mtime", "created") if key in info), "")
+    return f"{info.get('size')}:{stamp}"
 
 
 def write_bytes(data: bytes, target: StorePath) -> StorePath:

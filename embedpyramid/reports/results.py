@@ -1,7 +1,16 @@
 """The cross-model results database and the leaderboard.
 
-``<data>/results.duckdb`` is rebuilt atomically from the per-partition Parquet artefacts and is
-self-contained (the rows are copied in). It exposes the views
+``<data>/results.duckdb`` is built from the per-partition Parquet artefacts and is self-contained
+(the rows are copied in). It grows with what changed: the large tables — per-query metrics, runs
+and qrels — are updated file by file. Each of their rows carries the file it came from
+(``_source``, relative to the data folder) and ``t_sources`` holds each file's fingerprint
+(:func:`embedpyramid.store.file_fingerprint`); a build starts from a copy of the current
+database, deletes the rows of the files that changed or left, and reads in only the files that
+changed or are new. A new model on one dataset reads that partition's files, not every
+partition's. The small tables (models, conventions, efficiency and the summary tables, which
+the summaries rewrite on every run anyway) are rebuilt whole. The copy is moved into place only
+once it is complete, so a reader never sees half a database; a database of another layout (or
+one the update cannot take) is rebuilt from scratch. It exposes the views
 
 - ``per_query_metrics(dataset, model, system, query_id, metric, value)``
 - ``leaderboard(dataset, model, system, metric, mean, n)``
@@ -41,7 +50,7 @@ import pyarrow as pa
 
 from embedpyramid.efficiency import efficiency_frame
 from embedpyramid.retrieval.metrics.measures import parse_measure
-from embedpyramid.store import StorePath, local_file, read_table, write_with
+from embedpyramid.store import StorePath, file_fingerprint, local_file, read_table, write_with
 
 
 @dataclass(frozen=True)
@@ -72,12 +81,63 @@ def _with_labels(table: pa.Table, labels: dict[str, str]) -> pa.Table:
     return table
 
 
+RESULTS_LAYOUT = 1
+"""The version of the database's own tables (``t_*``, ``_source``, ``t_sources``): a database of
+another version is rebuilt from scratch."""
+
+METRIC_COLUMNS = ["dataset", "model", "system", "query_id", "metric", "value"]
+INCREMENTAL = ("per_query_metrics", "runs", "qrels")
+"""The tables updated file by file; every other table is rebuilt whole."""
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One Parquet file of an incremental table, with the constant columns its rows get."""
+
+    table: str
+    path: StorePath
+    columns: list[str]
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ResultsDatabase:
+    """A built results database: its path, and how many source files were read into it and how
+    many were kept from the previous build unread."""
+
+    path: StorePath
+    sources_read: int
+    sources_kept: int
+
+
+def _source_key(path: StorePath, root: StorePath) -> str:
+    """A source's name in the database: its path relative to the data folder when it lies under
+    it (so a local and a remote data folder name their files alike), else the path."""
+    try:
+        return path.relative_to(root).as_posix()
+    except (ValueError, TypeError):
+        return str(path)
+
+
+def _sources(partitions: Sequence[EvaluatedPartition], extra_metrics: Sequence[StorePath]) -> list[_Source]:
+    run_columns = ["query_id", "rank", "doc_id", "score"]
+    sources = [_Source("per_query_metrics", p.metrics_path, METRIC_COLUMNS, {}) for p in partitions]
+    sources += [_Source("per_query_metrics", path, METRIC_COLUMNS, {}) for path in extra_metrics]
+    sources += [_Source("runs", p.run_path, run_columns, {"dataset": p.dataset, "model": p.model_key,
+                                                          "system": p.system}) for p in partitions]
+    qrels_paths = {p.dataset: p.qrels_path for p in partitions}
+    sources += [_Source("qrels", path, ["query_id", "doc_id", "relevance"], {"dataset": dataset})
+                for dataset, path in sorted(qrels_paths.items())]
+    return sources
+
+
 def build_results_db(
     target: StorePath, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, StorePath] | None = None,
     *, quality_metric: str = "nDCG@10", extra_metrics: Sequence[StorePath] = (),
     extra_conventions: Sequence[StorePath] = (),
-) -> StorePath:
-    """Write the results database atomically; an empty ``partitions`` is an error.
+) -> ResultsDatabase:
+    """Write the results database, updating the current one (see the module docstring); an
+    empty ``partitions`` is an error.
 
     ``extra_tables`` maps view names to Parquet files copied in as they are; ``extra_metrics``
     are further long per-query tables appended to ``per_query_metrics`` (e.g. L6's judge and
@@ -88,18 +148,9 @@ def build_results_db(
     """
     if not partitions:
         raise ValueError("no evaluated partitions to summarize: materialize retrieval_metrics first")
-    metrics = pa.concat_tables([
-        read_table(p.metrics_path, columns=["dataset", "model", "system", "query_id", "metric", "value"])
-        for p in partitions] + [read_table(path, columns=["dataset", "model", "system", "query_id", "metric", "value"])
-                                for path in extra_metrics])
-    runs = pa.concat_tables([
-        _with_labels(read_table(p.run_path, columns=["query_id", "rank", "doc_id", "score"]),
-                     {"dataset": p.dataset, "model": p.model_key, "system": p.system})
-        for p in partitions])
-    qrels_paths = {p.dataset: p.qrels_path for p in partitions}
-    qrels = pa.concat_tables([
-        _with_labels(read_table(path, columns=["query_id", "doc_id", "relevance"]), {"dataset": dataset})
-        for dataset, path in sorted(qrels_paths.items())])
+    root = target.parent
+    sources = {(source.table, _source_key(source.path, root)): source for source in _sources(partitions, extra_metrics)}
+    fingerprints = {key: file_fingerprint(source.path) for key, source in sources.items()}
     extra = {name: read_table(path) for name, path in (extra_tables or {}).items()}
     conventions = [(p.dataset, p.model_key, p.system, json.dumps(p.conventions, sort_keys=True)) for p in partitions]
     for path in extra_conventions:
@@ -109,36 +160,114 @@ def build_results_db(
     efficiency_tables = [read_table(p.efficiency_path) for p in partitions if p.efficiency_path is not None]
     if efficiency_tables:
         efficiency = pa.concat_tables(efficiency_tables, promote_options="default")
+    counts = {"read": 0, "kept": 0}
+
+    def update(con: duckdb.DuckDBPyConnection) -> None:
+        kept = _kept_sources(con)
+        for table in INCREMENTAL:
+            stale = sorted(source for (name, source), fingerprint in kept.items()
+                           if name == table and fingerprints.get((name, source)) != fingerprint)
+            if stale:
+                con.execute(f"DELETE FROM t_{table} WHERE _source IN (SELECT unnest(?))", [stale])
+        existing = _tables(con)
+        for (table, key), source in sources.items():
+            if kept.get((table, key)) == fingerprints[(table, key)]:
+                counts["kept"] += 1
+                continue
+            rows = _with_labels(read_table(source.path, columns=source.columns), {**source.labels, "_source": key})
+            con.register("incoming", rows)
+            if f"t_{table}" in existing:
+                con.execute(f"INSERT INTO t_{table} BY NAME SELECT * FROM incoming")
+            else:
+                con.execute(f"CREATE TABLE t_{table} AS SELECT * FROM incoming")
+                existing.add(f"t_{table}")
+            con.unregister("incoming")
+            counts["read"] += 1
+        listed = sorted(fingerprints.items())
+        _replace_table(con, "t_sources", pa.table({
+            "table": pa.array([table for (table, _), _ in listed], pa.string()),
+            "source": pa.array([key for (_, key), _ in listed], pa.string()),
+            "fingerprint": pa.array([fingerprint for _, fingerprint in listed], pa.string())}))
+        con.execute(f"CREATE OR REPLACE TABLE t_layout AS SELECT {RESULTS_LAYOUT} AS version")
+        for name, table in {"efficiency": efficiency, **extra}.items():
+            _replace_table(con, f"t_{name}", table)
+        for name in _tables(con) - {f"t_{table}" for table in (*INCREMENTAL, "efficiency", *extra)} - {
+                "t_sources", "t_layout", "t_models", "t_conventions"}:
+            con.execute(f'DROP VIEW IF EXISTS "{name[2:]}"')
+            con.execute(f'DROP TABLE "{name}"')  # a summary table no longer passed in
+        models = sorted({(p.model_key, p.model_name, p.card_hash, json.dumps(p.card, sort_keys=True, default=str))
+                         for p in partitions if p.system == "exact"})
+        _replace_table(con, "t_models", _string_table(["model", "name", "card_hash", "card"], models),
+                       json_columns=["card"])
+        _replace_table(con, "t_conventions", _string_table(["dataset", "model", "system", "conventions"], conventions),
+                       json_columns=["conventions"])
+        for view in INCREMENTAL:
+            con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * EXCLUDE (_source) FROM t_{view}')
+        for view in ("models", "conventions", *extra):
+            con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM t_{view}')  # quoted: `references` is a keyword
+        con.execute(
+            "CREATE OR REPLACE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
+            "count(*) AS n FROM t_per_query_metrics GROUP BY ALL"
+        )
+        con.execute(
+            f"CREATE OR REPLACE VIEW efficiency AS SELECT e.*, {_literal(quality_metric)} AS quality_metric, "
+            "l.mean AS quality FROM t_efficiency e LEFT JOIN leaderboard l ON l.dataset = e.dataset "
+            f"AND l.model = e.model AND l.system = 'exact' AND l.metric = {_literal(quality_metric)}"
+        )
 
     def write(path: Path) -> None:
+        copied = path.is_file()  # write_with put the current database there
+        try:
+            with duckdb.connect(str(path)) as con:
+                update(con)
+            return
+        except duckdb.Error:
+            if not copied:
+                raise
+        # The current database could not take the update (a table's columns changed, a damaged
+        # file): build this one from scratch.
+        for leftover in (path, path.with_name(path.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+        counts.update(read=0, kept=0)
         with duckdb.connect(str(path)) as con:
-            tables = {"per_query_metrics": metrics, "runs": runs, "qrels": qrels, "efficiency": efficiency, **extra}
-            for name, table in tables.items():
-                con.register("incoming", table)
-                con.execute(f"CREATE TABLE t_{name} AS SELECT * FROM incoming")
-                con.unregister("incoming")
-            con.execute("CREATE TABLE t_models (model VARCHAR, name VARCHAR, card_hash VARCHAR, card JSON)")
-            con.executemany(
-                "INSERT INTO t_models VALUES (?, ?, ?, ?)",
-                sorted({(p.model_key, p.model_name, p.card_hash, json.dumps(p.card, sort_keys=True, default=str))
-                        for p in partitions if p.system == "exact"}),
-            )
-            con.execute("CREATE TABLE t_conventions (dataset VARCHAR, model VARCHAR, system VARCHAR, conventions JSON)")
-            if conventions:
-                con.executemany("INSERT INTO t_conventions VALUES (?, ?, ?, ?)", conventions)
-            for view in ("per_query_metrics", "runs", "qrels", "models", "conventions", *extra):
-                con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM t_{view}')  # quoted: `references` is an SQL keyword
-            con.execute(
-                "CREATE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
-                "count(*) AS n FROM t_per_query_metrics GROUP BY ALL"
-            )
-            con.execute(
-                f"CREATE VIEW efficiency AS SELECT e.*, {_literal(quality_metric)} AS quality_metric, l.mean AS quality "
-                "FROM t_efficiency e LEFT JOIN leaderboard l ON l.dataset = e.dataset AND l.model = e.model "
-                f"AND l.system = 'exact' AND l.metric = {_literal(quality_metric)}"
-            )
+            update(con)
 
-    return write_with(write, target)
+    path = write_with(write, target, from_target=True)
+    return ResultsDatabase(path, counts["read"], counts["kept"])
+
+
+def _string_table(columns: list[str], rows: Sequence[tuple[str, ...]]) -> pa.Table:
+    return pa.table({name: pa.array([row[i] for row in rows], pa.string()) for i, name in enumerate(columns)})
+
+
+def _replace_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table, *,
+                   json_columns: Sequence[str] = ()) -> None:
+    """Create (or replace) table ``name`` from an Arrow table, ``json_columns`` typed JSON."""
+    con.register("incoming", table)
+    columns = ", ".join(f'"{column}"::JSON AS "{column}"' if column in json_columns else f'"{column}"'
+                        for column in table.column_names)
+    con.execute(f'CREATE OR REPLACE TABLE {name} AS SELECT {columns} FROM incoming')
+    con.unregister("incoming")
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {name for (name,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+
+
+def _kept_sources(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], str]:
+    """The fingerprints of the files the current database holds, or nothing when it is of
+    another layout (its tables are then dropped, to be built again)."""
+    tables = _tables(con)
+    layout = con.execute("SELECT max(version) FROM t_layout").fetchone()[0] if "t_layout" in tables else None
+    if layout == RESULTS_LAYOUT and "t_sources" in tables:
+        return {(table, source): fingerprint for table, source, fingerprint in
+                con.execute('SELECT "table", source, fingerprint FROM t_sources').fetchall()}
+    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+        con.execute(f'DROP VIEW "{name}"')
+    for name in tables:
+        con.execute(f'DROP TABLE "{name}"')
+    return {}
 
 
 def read_leaderboard(db_path: StorePath) -> pl.DataFrame:

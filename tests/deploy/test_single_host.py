@@ -53,14 +53,18 @@ T = TypeVar("T")
 
 
 def results_tables(db: StorePath) -> dict[str, pl.DataFrame]:
-    """Every table of a results.duckdb, without its timing columns."""
+    """Every table of a results.duckdb, without its timing columns and the source files'
+    fingerprints (modification times, ETags), its rows sorted (a database updated file by file
+    holds its rows in the order of the updates)."""
     with local_file(db) as path, duckdb.connect(str(path), read_only=True) as con:
         names = [row[0] for row in con.sql(
             "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' ORDER BY 1").fetchall()]
         frames = {name: con.sql(f'SELECT * FROM "{name}"').pl() for name in names}
-    return {name: frame.drop([column for column in frame.columns
-                              if column.endswith(TIMING_SUFFIXES) or column in TIMING_COLUMNS])
-            for name, frame in frames.items()}
+    tables = {name: frame.drop([column for column in frame.columns if column.endswith(TIMING_SUFFIXES)
+                                or column in TIMING_COLUMNS or column == "fingerprint"])
+              for name, frame in frames.items()}
+    return {name: frame.sort([column for column, dtype in frame.schema.items() if not dtype.is_nested()])
+            for name, frame in tables.items()}
 
 
 def assert_same_results(db: StorePath, reference: dict[str, pl.DataFrame]) -> None:

@@ -30,7 +30,7 @@ def test_results_db_views_and_leaderboard(tmp_path):
     db = build_results_db(tmp_path / "results.duckdb", [
         partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0]),
         partition(tmp_path, "b@2", [0.0, 0.25, 0.0, 0.0]),
-    ], {"comparisons": tmp_path / "comparisons.parquet", "regressions": tmp_path / "regressions.parquet"})
+    ], {"comparisons": tmp_path / "comparisons.parquet", "regressions": tmp_path / "regressions.parquet"}).path
     with duckdb.connect(str(db), read_only=True) as con:
         columns = {view: [row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()]
                    for view in ("per_query_metrics", "leaderboard", "runs", "qrels")}
@@ -73,11 +73,11 @@ def test_the_efficiency_view_joins_each_row_to_its_leaderboard_quality(tmp_path)
     rows = [{**dict.fromkeys(EFFICIENCY_SCHEMA), "dataset": "d", "model": "a@1", "documents_per_second": 50.0}]
     efficiency_frame(rows).write_parquet(tmp_path / "efficiency.parquet")
     a = dataclasses.replace(a, efficiency_path=tmp_path / "efficiency.parquet")
-    db = build_results_db(tmp_path / "results.duckdb", [a, b], quality_metric="P@1")
+    db = build_results_db(tmp_path / "results.duckdb", [a, b], quality_metric="P@1").path
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.sql("SELECT model, documents_per_second, quality_metric, quality FROM efficiency").fetchall() == [
             ("a@1", 50.0, "P@1", 0.5)]
-    db = build_results_db(tmp_path / "empty.duckdb", [b])
+    db = build_results_db(tmp_path / "empty.duckdb", [b]).path
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.sql("SELECT count(*) FROM efficiency").fetchall() == [(0,)]
         assert [row[0] for row in con.execute("DESCRIBE efficiency").fetchall()] == [
@@ -100,7 +100,7 @@ def test_paths_with_glob_characters_are_read_literally(tmp_path):
     chosen = partition(literal, "a@1", [1.0, 0.5, 1.0, 0.0])
     partition(decoy, "a@1", [0.0, 0.0, 0.0, 0.0])
     partition(tmp_path / "runs?" / "m1", "a@1", [0.0, 0.0, 0.0, 0.0])
-    db = build_results_db(tmp_path / "results.duckdb", [chosen], {"extra": chosen.run_path})
+    db = build_results_db(tmp_path / "results.duckdb", [chosen], {"extra": chosen.run_path}).path
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.sql("SELECT count(*), sum(value) FROM per_query_metrics").fetchall() == [(4, 2.5)]
         assert con.sql("SELECT count(*) FROM runs").fetchall() == [(2,)]
@@ -119,7 +119,7 @@ def test_the_conventions_view_records_the_protocol_of_task_numbers_beside_the_re
     result = TaskResult("sts", pl.DataFrame(), pl.DataFrame(), summary, pl.DataFrame(), settings)
     task_conventions("stsb", "a@1", result).write_parquet(tmp_path / "task_conventions.parquet")
     db = build_results_db(tmp_path / "results.duckdb", [partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0])],
-                          extra_conventions=[tmp_path / "task_conventions.parquet"])
+                          extra_conventions=[tmp_path / "task_conventions.parquet"]).path
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.sql("SELECT dataset, model, system, conventions FROM conventions ORDER BY dataset, system").fetchall()
     assert [row[:3] for row in rows] == [("d", "a@1", "exact"), ("stsb", "a@1", "cosine"), ("stsb", "a@1", "manhattan")]
@@ -127,3 +127,52 @@ def test_the_conventions_view_records_the_protocol_of_task_numbers_beside_the_re
     assert json.loads(rows[1][3]) == json.loads(rows[2][3]) == {
         "task": "sts", "protocol": "mteb", "mteb_version": MTEB_VERSION, "similarity": "inner_product",
         "main_score": {"system": "cosine", "metric": "spearman", "mteb_key": "cosine_spearman"}}
+
+
+def view_rows(db) -> dict[str, list[tuple]]:
+    """Every view of a results database, its rows sorted (row order is not part of a view)."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        views = [name for (name,) in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
+        return {view: sorted(con.execute(f'SELECT * FROM "{view}"').fetchall(), key=repr) for view in views}
+
+
+def test_the_database_is_updated_file_by_file_and_equals_a_build_from_scratch(tmp_path):
+    pl.DataFrame({"metric": ["P@1"], "mean_delta": [-0.5]}).write_parquet(tmp_path / "comparisons.parquet")
+    a, b = partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0]), partition(tmp_path, "b@2", [0.0, 0.25, 0.0, 0.0])
+    c = partition(tmp_path, "c@3", [0.5, 0.5, 0.0, 1.0])  # (each call writes the shared qrels again)
+    target, summary = tmp_path / "results.duckdb", {"comparisons": tmp_path / "comparisons.parquet"}
+
+    def build(partitions, extra=summary):
+        built = build_results_db(target, partitions, extra)
+        fresh = build_results_db(tmp_path / f"fresh-{len(list(tmp_path.glob('fresh-*')))}.duckdb", partitions, extra)
+        assert fresh.sources_kept == 0
+        assert view_rows(built.path) == view_rows(fresh.path)
+        return built.sources_read, built.sources_kept
+
+    # Two partitions: their metrics and runs, and the dataset's qrels.
+    assert build([a, b]) == (5, 0)
+    assert build([a, b]) == (0, 5)  # nothing changed: no file is read again
+    assert build([a, b, c]) == (2, 5)  # a new model: only its two files
+    pl.DataFrame({"dataset": ["d"] * 5, "model": ["a@1"] * 5, "system": ["exact"] * 5,
+                  "query_id": ["q1", "q2", "q3", "q1", "q2"], "metric": ["nDCG@10"] * 3 + ["P@1"] * 2,
+                  "value": [0.0, 0.5, 1.0, 0.0, 1.0]}).write_parquet(a.metrics_path)
+    assert build([a, b, c]) == (1, 6)  # a re-evaluated partition: its rewritten file
+    assert build([a, c], extra={}) == (0, 5)  # a card that left: its rows go; so does a summary table
+    rows = view_rows(target)
+    assert "comparisons" not in rows and {row[1] for row in rows["runs"]} == {"a@1", "c@3"}
+    assert ("d", "a@1", "exact", "nDCG@10", 0.5, 3) in rows["leaderboard"]
+
+
+def test_a_database_that_cannot_take_the_update_is_built_again(tmp_path):
+    a = partition(tmp_path, "a@1", [1.0, 0.5, 1.0, 0.0])
+    target = tmp_path / "results.duckdb"
+    with duckdb.connect(str(target)) as con:  # an older layout: no sources, no _source column
+        con.execute("CREATE TABLE t_runs (query_id VARCHAR)")
+    assert build_results_db(target, [a]).sources_read == 3
+    with duckdb.connect(str(target)) as con:  # a table whose columns no longer fit
+        con.execute("ALTER TABLE t_runs DROP COLUMN score")
+        con.execute("DELETE FROM t_sources WHERE \"table\" = 'runs'")
+    built = build_results_db(target, [a])
+    assert (built.sources_read, built.sources_kept) == (3, 0)
+    assert view_rows(target) == view_rows(build_results_db(tmp_path / "fresh.duckdb", [a]).path)
