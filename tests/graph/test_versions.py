@@ -134,6 +134,14 @@ def test_a_partition_materialized_for_the_first_time_stales_the_summaries(write_
                                                               asset_selection=request.asset_selection).success
     assert nightly_summary.evaluate_tick(context).run_requests == []
     assert any(verdict.startswith("other · nDCG@10") for verdict in verdicts(data))
+    # results.duckdb read the new dataset's files only (its qrels, each card's metrics and run)
+    # and kept every file of the dataset it held already.
+    built = instance.fetch_materializations(dg.AssetKey("results_db"), limit=1).records[0].asset_materialization
+    with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
+        sources = [source for (source,) in con.execute("SELECT source FROM t_sources").fetchall()]
+    new = [source for source in sources if "/other/" in source]
+    assert len(new) == 5 and built.metadata["sources_read"].value == len(new)
+    assert built.metadata["sources_kept"].value == len(sources) - len(new) > 0
 
 
 def test_the_nightly_refresh_freezes_every_dataset_with_data(write_configs, tmp_path):
