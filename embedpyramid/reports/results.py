@@ -183,11 +183,8 @@ def build_results_db(
                 existing.add(f"t_{table}")
             con.unregister("incoming")
             counts["read"] += 1
-        listed = sorted(fingerprints.items())
-        _replace_table(con, "t_sources", pa.table({
-            "table": pa.array([table for (table, _), _ in listed], pa.string()),
-            "source": pa.array([key for (_, key), _ in listed], pa.string()),
-            "fingerprint": pa.array([fingerprint for _, fingerprint in listed], pa.string())}))
+        _replace_table(con, "t_sources", _string_table(["table", "source", "fingerprint"], [
+            (table, key, fingerprint) for (table, key), fingerprint in sorted(fingerprints.items())]))
         con.execute(f"CREATE OR REPLACE TABLE t_layout AS SELECT {RESULTS_LAYOUT} AS version")
         for name, table in {"efficiency": efficiency, **extra}.items():
             _replace_table(con, f"t_{name}", table)
