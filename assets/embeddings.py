@@ -28,7 +28,7 @@ import dagster as dg
 
 from assets.metadata import partition_check, with_provenance
 from embedpyramid.code_version import function_version
-from embedpyramid.data import encoding_inputs
+from embedpyramid.data import ENCODED_TABLE, EncodingInputs, FrozenDataset, encoding_inputs
 from embedpyramid.encode import (
     DIRECTION_SAMPLE,
     PLURAL,
@@ -64,6 +64,22 @@ def progress_logger(context: dg.OpExecutionContext | dg.AssetExecutionContext, w
     return progress
 
 
+_INPUTS: dict[tuple[str, str, str], EncodingInputs] = {}
+"""The texts of the table whose shards this process is encoding (at most one table)."""
+
+
+def _table_inputs(frozen: FrozenDataset, kind: Kind, *, keep: bool) -> EncodingInputs:
+    """The ``kind`` texts of a frozen dataset, read once for the plan, the shard steps and the
+    table writer that one process runs (the CLI runs them all): ``keep`` holds them for the next
+    step, the writer's call lets them go."""
+    key = (str(frozen.directory), kind, frozen.table_sha(ENCODED_TABLE[kind]))
+    inputs = _INPUTS.get(key) or encoding_inputs(frozen, kind)
+    _INPUTS.clear()
+    if keep:
+        _INPUTS[key] = inputs
+    return inputs
+
+
 def _checks(name: str, raw: bool) -> list[dg.AssetCheckSpec]:
     checks = [partition_check("vectors_valid", name, model_dataset_partitions,
                               "One finite, non-zero vector of the card's dimension per row", blocking=True)]
@@ -80,7 +96,7 @@ def _materialize(context: dg.OpExecutionContext, project: ProjectResource, encod
     and writing both tables on a cache miss), its metadata and its checks."""
     part = project.partition(context)
     model, frozen = part.model, part.frozen
-    inputs = encoding_inputs(frozen, kind)
+    inputs = _table_inputs(frozen, kind, keep=False)
     progress = progress_logger(context, f"encoded {PLURAL[kind]} with {model.key}")
     with encoders.on_demand(context, model) as encoder:
         result = embed_table(part.store, model, kind, inputs, encoder, progress, raw=raw)
@@ -161,7 +177,7 @@ def _sharded_embedding_asset(kind: Kind, op_tags: dict[str, str]) -> dg.AssetsDe
     def shard_plan(context: dg.OpExecutionContext):
         """One output per shard still to encode, when the table has more than one."""
         part = context.resources.shard_project.partition(context)
-        shards = unfinished_shards(part.store, part.model, kind, encoding_inputs(part.frozen, kind))
+        shards = unfinished_shards(part.store, part.model, kind, _table_inputs(part.frozen, kind, keep=True))
         if len(shards) > 1:
             context.log.info(f"{len(shards)} shards of {part.model.card.run.shard_size} {PLURAL[kind]} to encode")
             for index in shards:
@@ -172,7 +188,7 @@ def _sharded_embedding_asset(kind: Kind, op_tags: dict[str, str]) -> dg.AssetsDe
         part = context.resources.shard_project.partition(context)
         progress = progress_logger(context, f"encoded {PLURAL[kind]} of shard {index} with {part.model.key}")
         with context.resources.encoders.on_demand(context, part.model) as encoder:
-            encoded = encode_shard(part.store, part.model, kind, encoding_inputs(part.frozen, kind), encoder(),
+            encoded = encode_shard(part.store, part.model, kind, _table_inputs(part.frozen, kind, keep=True), encoder(),
                                    index, progress)
         if not encoded:
             context.log.info(f"shard {index} was already finished")
