@@ -10,7 +10,8 @@ from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
 from embedpyramid.store import write_json
-from graphbase.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, RESAMPLING, SEARCH, facet_deps
+from graphbase.facets import CONVENTIONS, MEASURES, RESAMPLING, SEARCH, facet_deps
+from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import PAIR_FAMILIES, model_dataset_partitions, task_partitions
 from resources import ProjectResource
 

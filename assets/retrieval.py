@@ -12,7 +12,8 @@ from embedpyramid.hashing import sha256_table
 from embedpyramid.progress import report
 from embedpyramid.reports.results import sort_metrics
 from embedpyramid.store import write_parquet
-from graphbase.freshness import CONVENTIONS, EVALUATE_WHEN_STALE, MEASURES, REFERENCES, SEARCH, facet_deps
+from graphbase.facets import CONVENTIONS, MEASURES, REFERENCES, SEARCH, facet_deps
+from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import model_dataset_partitions
 from resources import ProjectResource
 

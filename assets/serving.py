@@ -8,14 +8,8 @@ from assets.metadata import with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
-from graphbase.freshness import (
-    ANN_SETTINGS,
-    CONVENTIONS,
-    EVALUATE_WHEN_STALE,
-    RESAMPLING,
-    ann_spec_facet,
-    facet_deps,
-)
+from graphbase.facets import ANN_SETTINGS, CONVENTIONS, RESAMPLING, ann_spec_facet, facet_deps
+from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import ann_asset_name, model_dataset_partitions
 from resources import ProjectResource
 

@@ -9,7 +9,8 @@ from embedpyramid.reports.results import build_results_db, read_leaderboard
 from embedpyramid.reports.svg import forest_plot_svg, svg_markdown
 from embedpyramid.reports.tables import hsd_summary, key_table_markdown, markdown_table
 from embedpyramid.store import write_parquet
-from graphbase.freshness import COMPARISON, SUMMARIZE_WHEN_STALE, facet_deps
+from graphbase.facets import COMPARISON, facet_deps
+from graphbase.freshness import SUMMARIZE_WHEN_STALE
 from resources import ProjectResource
 
 

@@ -17,7 +17,8 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -101,17 +102,31 @@ class InstallError(RuntimeError):
     """The environment lacks a package of the project; the message says how to install it."""
 
 
-def _runner() -> ModuleType:
-    """The orchestration layer, imported when a command needs it (the core never imports Dagster)."""
+@contextmanager
+def _installed() -> Iterator[None]:
+    """An orchestration layer's import, with one line saying how to install it if it is missing."""
     try:
-        import pipelines.runner
+        yield
     except ModuleNotFoundError as error:
         package = (error.name or "").split(".")[0]
         if package not in ("pipelines", "graphbase", "assets", "resources"):
             raise
         raise InstallError(f"the package {package!r} is not installed in {sys.prefix} (an install from before "
                            "the orchestration layer was packaged?): run `pip install -e .` in the checkout") from None
+
+
+def _runner() -> ModuleType:
+    """The orchestration layer, imported when a command needs it (the core never imports Dagster)."""
+    with _installed():
+        import pipelines.runner
     return pipelines.runner
+
+
+def _warm() -> ModuleType:
+    """The warm start (:mod:`graphbase.warm`), which answers without Dagster when nothing changed."""
+    with _installed():
+        import graphbase.warm
+    return graphbase.warm
 
 
 def _stderr(line: str) -> None:
@@ -123,28 +138,33 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     configs, data = _folders(args, root)
     models = [args.model] if args.command == "backfill" else _csv(args.models)
     datasets = None if args.command == "backfill" else _csv(args.datasets)
-    run_pipeline = _runner().run_pipeline
-
     display = ProgressDisplay(sys.stderr)
-    with showing(display):
-        report = run_pipeline(configs, data, models=models, datasets=datasets, log=display.line,
-                              wait=not args.no_wait, verbose=args.verbose, command=argv)
+    failures: list[str] = []
+    warm = _warm()
+    if warm.warm_status(configs, data, models, datasets, lock=True) is not None:
+        display.line(warm.UP_TO_DATE_LINE)
+    else:
+        run_pipeline = _runner().run_pipeline
+        with showing(display):
+            failures = run_pipeline(configs, data, models=models, datasets=datasets, log=display.line,
+                                    wait=not args.no_wait, verbose=args.verbose, command=argv).failures
     db = store_path(data) / "results.duckdb"
     if db.is_file():
         print(format_leaderboard(read_leaderboard(db)))
         _stderr(f"\nresults: {db}")
     _print_verdict(ArtifactStore.at(data))
-    for failure in report.failures:
+    for failure in failures:
         _stderr(f"FAILED {failure}")
-    return EXIT_FAILURES if report.failures else 0
+    return EXIT_FAILURES if failures else 0
 
 
 def _status(args: argparse.Namespace) -> int:
     root = project_root()
     configs, data = _folders(args, root)
-    project_status = _runner().project_status
-
-    rows = project_status(configs, data, models=_csv(args.models), datasets=_csv(args.datasets))
+    models, datasets = _csv(args.models), _csv(args.datasets)
+    rows = _warm().warm_status(configs, data, models, datasets, lock=False)
+    if rows is None:
+        rows = _runner().project_status(configs, data, models=models, datasets=datasets)
     if args.format == "json":
         print(json.dumps([row.__dict__ for row in rows], indent=2))
         return 0

@@ -56,6 +56,11 @@ def task_asset_name(family: str) -> str:
     return f"task_{family}"
 
 
+def task_datasets_name(family: str) -> str:
+    """The dynamic partition set of one task family's datasets (``sts_datasets``)."""
+    return f"{family}_datasets"
+
+
 def pair_sanity_asset_name(family: str | None) -> str:
     """The L1 pair sanity asset of a task family's datasets, or of the retrieval datasets (None)."""
     return f"pair_sanity_{family}" if family else "pair_sanity"

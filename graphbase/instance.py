@@ -9,7 +9,8 @@ follows, one writer at a time, and no ghost runs.
   (``embedpyramid.json`` in the instance folder). ``dagster dev`` started with only
   ``DAGSTER_HOME`` set reads them, so the UI, the sensors and the CLI follow one config; a code
   location that reads another folder neither deletes partitions nor reports config versions.
-- **One writer.** :class:`DataFolderLock` holds an exclusive lock on ``<data>/.embedpyramid.lock``
+- **One writer.** :class:`graphbase.home.DataFolderLock` (no Dagster inside, like the folder's
+  layout in :mod:`graphbase.home`) holds an exclusive lock on ``<data>/.embedpyramid.lock``
   (in the instance folder for a remote data folder) while a command writes; a second command
   waits for it, saying which PID holds it, or exits at once with ``wait=False``. Every run step
   that writes the data folder takes the same lock through the ``project`` resource, so a run the
@@ -31,9 +32,7 @@ import json
 import os
 import shlex
 import socket
-import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,24 +40,12 @@ from pathlib import Path
 import dagster as dg
 import psutil
 
-from embedpyramid.config import ConfigError
-from embedpyramid.store import DataFolderBusy, RunHistoryError, StorePath, is_local
+from embedpyramid.store import RunHistoryError, StorePath
+from graphbase.home import BINDING_FILE, INSTANCE_YAML, OPEN_LOCK_FILE, instance_home
 
-BINDING_FILE = "embedpyramid.json"
-LOCK_FILE = ".embedpyramid.lock"
-OPEN_LOCK_FILE = ".embedpyramid-open.lock"
-PID_TAG, HOST_TAG = "embedpyramid/pid", "embedpyramid/host"
 # SQLAlchemy reads these as URL syntax in a SQLite path (query, fragment, percent escapes).
 _URL_SIGNIFICANT = set("?#%")
-_INSTANCE_YAML = """\
-# Written by embedpyramid: the run history of `embedpyramid run` for this data folder.
-# Show it in the UI with:  DAGSTER_HOME={home} dagster dev -w workspace.yaml
-run_monitoring:
-  enabled: true
-  start_timeout_seconds: 180
-telemetry:
-  enabled: false
-"""
+PID_TAG, HOST_TAG = "embedpyramid/pid", "embedpyramid/host"
 
 
 @dataclass(frozen=True)
@@ -84,18 +71,6 @@ def run_history_errors(data_root: StorePath) -> Iterator[None]:
                               "permissions there and rerun: finished artefacts are kept") from error
 
 
-def instance_home(data_root: StorePath) -> Path:
-    """The instance folder for a data folder: ``$DAGSTER_HOME`` or ``<data>/dagster_home``."""
-    if os.environ.get("DAGSTER_HOME"):
-        return Path(os.environ["DAGSTER_HOME"]).expanduser().resolve()
-    if not is_local(data_root):
-        raise ConfigError(
-            f"the data folder {data_root} is not on a local disk: set DAGSTER_HOME to a local folder "
-            "(or point dagster.yaml at Postgres) for the run history"
-        )
-    return data_root / "dagster_home"
-
-
 def open_instance(data_root: StorePath) -> dg.DagsterInstance:
     """The persistent instance of a data folder (see the module docstring).
 
@@ -108,7 +83,7 @@ def open_instance(data_root: StorePath) -> dg.DagsterInstance:
         fcntl.flock(handle, fcntl.LOCK_EX)
         config = home / "dagster.yaml"
         if not config.is_file():
-            config.write_text(_INSTANCE_YAML.format(home=home), encoding="utf-8")
+            config.write_text(INSTANCE_YAML.format(home=home), encoding="utf-8")
         return dg.DagsterInstance.from_config(str(_sqlite_safe(home)))
     finally:
         os.close(handle)
@@ -188,87 +163,3 @@ def _alive_since(pid: int, started: float) -> bool:
         return psutil.Process(pid).create_time() <= started + 1
     except (psutil.NoSuchProcess, ValueError):
         return False
-
-
-_HELD: dict[str, int] = {}
-"""Lock files this process holds, with how many holders inside it."""
-
-
-class DataFolderLock:
-    """An exclusive lock on a data folder for the duration of one command (see the module docstring).
-
-    The lock file lives in a local data folder; for a remote one, in the instance folder (it then
-    guards against commands sharing that instance only): ``instance``'s, or without one (a
-    command that takes the lock before it opens the instance) :func:`instance_home`'s.
-    """
-
-    def __init__(self, data_root: StorePath, instance: dg.DagsterInstance | None, *, wait: bool = True,
-                 notify: Callable[[str], None] = print, poll_seconds: float = 1.0, holder: str | None = None):
-        if is_local(data_root):
-            self.path = data_root / LOCK_FILE
-        else:
-            # Resolved: the instance may be opened through a link (_sqlite_safe), and one lock file
-            # must have one name in this process (_HELD).
-            home = Path(instance.root_directory if instance is not None else instance_home(data_root)).resolve()
-            self.path = home / f"{LOCK_FILE}.{hashlib.sha256(str(data_root).encode()).hexdigest()[:16]}"
-        self.data_root, self.wait, self.notify, self.poll_seconds = data_root, wait, notify, poll_seconds
-        self.holder = holder or " ".join(sys.argv)
-        self._handle: int | None = None
-        self._nested = False
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
-
-    def acquire(self) -> None:
-        """Take the lock, waiting for (or, without ``wait``, refusing) another holder. A process
-        that already holds it (the CLI, whose in-process runs' steps take it again) holds it
-        once more: an flock taken twice by one process would wait for itself."""
-        key = str(self.path)
-        if _HELD.get(key):
-            _HELD[key] += 1
-            self._nested = True
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = self._holder()
-                if not self.wait:
-                    os.close(handle)
-                    raise DataFolderBusy(f"{self.data_root} is in use by {holder}; wait for it to finish "
-                                         "(or run without --no-wait to queue behind it)") from None
-                if not told:
-                    self.notify(f"waiting for {holder} to release {self.data_root}")
-                    told = True
-                time.sleep(self.poll_seconds)
-        os.ftruncate(handle, 0)
-        os.write(handle, json.dumps({"pid": os.getpid(), "command": self.holder}).encode("utf-8"))
-        self._handle = handle
-        _HELD[key] = 1
-
-    def release(self) -> None:
-        key = str(self.path)
-        if self._nested:
-            _HELD[key] -= 1
-            self._nested = False
-        elif self._handle is not None:
-            _HELD.pop(key, None)
-            fcntl.flock(self._handle, fcntl.LOCK_UN)
-            os.close(self._handle)
-            self._handle = None
-
-    def _holder(self) -> str:
-        try:
-            recorded = json.loads(self.path.read_text(encoding="utf-8"))
-            return f"PID {recorded['pid']} ({recorded['command']})"
-        except (OSError, ValueError, KeyError):
-            return "another process"

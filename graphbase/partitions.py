@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterable
 import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig
-from embedpyramid.inputs import ann_asset_name, pair_sanity_asset_name, system_asset_name, task_asset_name
+from embedpyramid.config.tasks import TASK_FAMILIES
+from embedpyramid.inputs import (
+    ann_asset_name,
+    pair_sanity_asset_name,
+    system_asset_name,
+    task_asset_name,
+    task_datasets_name,
+)
 
 MODELS = "models"
 DATASETS = "datasets"
@@ -95,9 +102,6 @@ def partition_sync(instance: dg.DagsterInstance, config: ProjectConfig) -> dict[
     return changes
 
 
-TASK_FAMILIES = ("sts", "pair_classification", "classification", "clustering", "bitext")
-"""The L2 task families beside retrieval: each has its own dynamic set of datasets, so adding a
-task dataset adds partitions to that family's assets alone (never to retrieval's)."""
 PAIR_FAMILIES = ("sts", "pair_classification", "bitext")
 """The task families whose datasets have pairs (each has an L1 pair sanity asset)."""
 
@@ -107,11 +111,6 @@ def task_family_assets(family: str) -> list[str]:
     its task, its pair sanity."""
     return [f"frozen_{family}_dataset", f"{family}_embeddings", task_asset_name(family),
             *([pair_sanity_asset_name(family)] if family in PAIR_FAMILIES else [])]
-
-
-def task_datasets_name(family: str) -> str:
-    """The dynamic partition set of one task family's datasets (``sts_datasets``)."""
-    return f"{family}_datasets"
 
 
 task_dataset_partitions = {family: dg.DynamicPartitionsDefinition(name=task_datasets_name(family))

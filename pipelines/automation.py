@@ -23,7 +23,8 @@ import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
 from graphbase.dagster_internals import checks_named
-from graphbase.freshness import CONFIG, UP_TO_DATE, Freshness, config_observations, report_up_to_date
+from graphbase.facets import CONFIG
+from graphbase.freshness import UP_TO_DATE, Freshness, config_observations, report_up_to_date
 from graphbase.instance import bound_to, read_binding
 from graphbase.partitions import DATASETS, TASK_FAMILIES, partition_sync, task_datasets_name, task_family_assets
 from graphbase.tags import DATASET_LEVEL_TAG, STAGE_TAG, SUMMARY_STAGE

@@ -25,7 +25,8 @@ from embedpyramid.config.ann import IndexSpec, load_ann_config
 from embedpyramid.config.base import yaml_sources
 from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.store import StorePath
-from graphbase.freshness import config_facets, provide_location_graph, up_to_date_checks
+from graphbase.facets import config_facets
+from graphbase.freshness import facet_source_asset, provide_location_graph, up_to_date_checks
 from graphbase.partitions import check_ann_asset_names, check_system_asset_names
 from graphbase.pools import model_step_tags
 from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
@@ -90,7 +91,7 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
     level5 = systems_assets(systems, models)
     system_keys = [key for asset in level5 for key in asset.keys]
     downstream = (Path(configs_dir) / "judge.yaml").is_file()
-    facets = [facet.source_asset() for facet in config_facets(
+    facets = [facet_source_asset(facet) for facet in config_facets(
         [spec.name for spec in specs], list(systems.systems) if systems else [], downstream=downstream)]
     # The comparisons read every system's per-query metrics (they turn stale with any system) and
     # L6's judge and answer metrics; the results database and the report show the grade analysis.

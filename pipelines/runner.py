@@ -31,7 +31,8 @@ from typing import Any
 import dagster as dg
 
 from embedpyramid import progress
-from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel, load_config
+from embedpyramid.config import ProjectConfig, ResolvedModel, load_config
+from embedpyramid.config.selection import select_datasets, select_models
 from embedpyramid.inputs import excluded_keys
 from embedpyramid.reports.tables import first_few
 from embedpyramid.store import ArtifactStore, StorePath, store_path
@@ -46,8 +47,8 @@ from graphbase.freshness import (
     report_up_to_date,
     summary_inputs,
 )
+from graphbase.home import DataFolderLock
 from graphbase.instance import (
-    DataFolderLock,
     bind,
     fail_abandoned_runs,
     open_instance,
@@ -62,6 +63,7 @@ from graphbase.partitions import (
     task_family_assets,
 )
 from graphbase.pools import ensure_pools
+from graphbase.warm import UP_TO_DATE_LINE, LevelStatus, remember_warm
 from pipelines.automation import (
     dataset_evaluation_job,
     evaluation_job,
@@ -96,36 +98,6 @@ class RunReport:
     summary_built: bool = False
     summary_skipped: str | None = None
     summary_excludes: list[str] = field(default_factory=list)
-
-
-def select_models(config: ProjectConfig, requested: Sequence[str] | None) -> list[ResolvedModel]:
-    """Cards by name or by key (``minilm-l6`` or ``minilm-l6@2935d10``); all when none requested."""
-    if not requested:
-        return list(config.models.values())
-    by_key = {model.key: model for model in config.models.values()}
-    unknown = [item for item in requested if item not in config.models and item not in by_key]
-    if unknown:
-        cards = ", ".join(f"{model.name} ({model.key})" for model in config.models.values())
-        raise ConfigError(f"unknown models {unknown}; {config.directory / 'models.yaml'} defines: {cards}")
-    return [config.models[item] if item in config.models else by_key[item] for item in dict.fromkeys(requested)]
-
-
-def select_datasets(config: ProjectConfig, requested: Sequence[str] | None) -> list[str]:
-    """The requested datasets (all by default), retrieval and task datasets, that have data to
-    evaluate: a ``published`` entry has only published scores, which the transfer analysis reads."""
-    with_data = [*config.datasets_with_data(), *config.task_datasets]
-    if not requested:
-        return with_data
-    known = [*config.datasets, *config.task_datasets]
-    unknown = [name for name in requested if name not in known]
-    if unknown:
-        raise ConfigError(f"unknown datasets {unknown}; {config.directory / 'datasets.yaml'} defines: "
-                          f"{', '.join(known)}")
-    published = [name for name in requested if name not in with_data]
-    if published:
-        raise ConfigError(f"datasets {published} are published scores only (loader: published), nothing to evaluate; "
-                          f"datasets with data: {', '.join(with_data) or 'none'}")
-    return list(dict.fromkeys(requested))
 
 
 @dataclass(frozen=True)
@@ -292,8 +264,10 @@ def run_pipeline(
         asked = _asked(session, selected_models, selected_datasets)
         signature = graph_signature(session.defs.resolve_asset_graph(), asked)
         if known_fresh(session.instance, signature):
-            log("everything up to date (nothing recorded since Dagster last found it all fresh)")
+            log(UP_TO_DATE_LINE)
             report.skipped = [(model.key, dataset) for dataset in selected_datasets for model in selected_models]
+            remember_warm(config, store.root, selected_models, selected_datasets,
+                          _fresh_rows(session, selected_models, selected_datasets))
             return report
         tags = run_tags(session.config.directory, command)
         healthy = [dataset for dataset in selected_datasets
@@ -307,6 +281,8 @@ def run_pipeline(
         if (not report.failures and healthy == selected_datasets and report.summary_skipped is None
                 and not report.summary_excludes):
             remember_fresh(session.instance, signature)
+            remember_warm(config, store.root, selected_models, selected_datasets,
+                          _fresh_rows(session, selected_models, selected_datasets))
     return report
 
 
@@ -515,27 +491,6 @@ def _failure(result: dg.ExecuteInProcessResult, verbose: bool = False) -> str:
 
 
 
-@dataclass(frozen=True)
-class LevelStatus:
-    """One row of ``embedpyramid status``: a pyramid level (Dagster asset group) of one dataset ×
-    card (the dataset alone for ``data``, neither for ``summary``), its state and why: ``why``
-    in full, ``reasons`` each root cause with the assets it reaches, :attr:`brief` for a line."""
-
-    dataset: str | None
-    model: str | None
-    level: str
-    state: str
-    why: str
-    reasons: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def brief(self) -> str:
-        """``why`` short enough for a table cell: the first causes, each with its first assets,
-        and how many more."""
-        causes = [f"{reason} ({first_few(assets)})" for reason, assets in self.reasons.items()]
-        return first_few(causes, "causes", separator="; ")
-
-
 _SEVERITY = ("failed", "stale", "missing", "fresh")
 
 
@@ -596,34 +551,46 @@ def project_status(
         observe_config(session.instance, session.config)
         graph = session.defs.resolve_asset_graph()
         signature = graph_signature(graph, _asked(session, selected_models, selected_datasets))
-        fresh = known_fresh(session.instance, signature)
-        freshness = None if fresh else session.freshness()
-        recorded_before = session.instance.event_log_storage.get_maximum_record_id()
-
-        def states(assets: Sequence[str], partition: str | None) -> list[AssetState]:
-            if fresh:
-                return [AssetState(asset, partition, "fresh") for asset in assets]
-            return session.states(assets, partition, freshness)
-
-        rows = []
-        for dataset in selected_datasets:
-            jobs = session.jobs(dataset)
-            levels: dict[str, list[str]] = {}
-            for asset in jobs.assets:
-                levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
-            rows.append(level_status(dataset, None, "data", states([jobs.frozen_asset], dataset)))
-            if jobs.dataset_assets:
-                rows.append(level_status(dataset, None, "l5_systems", states(list(jobs.dataset_assets), dataset)))
-            for model in selected_models:
-                partition = str(model_dataset_key(model.name, dataset))
-                rows += [level_status(dataset, model.key, level, states(assets, partition))
-                         for level, assets in levels.items()]
-        rows.append(level_status(None, None, "summary", states(summary_assets(session.defs), None)))
-        if fresh:  # nothing recorded since the up_to_date checks were last reported
+        if known_fresh(session.instance, signature):  # nothing recorded since the up_to_date checks were reported
+            rows = _fresh_rows(session, selected_models, selected_datasets)
+            remember_warm(config, session.store.root, selected_models, selected_datasets, rows)
             return rows
+        freshness = session.freshness()
+        recorded_before = session.instance.event_log_storage.get_maximum_record_id()
+        rows = _level_rows(session, selected_models, selected_datasets,
+                           lambda assets, partition: session.states(assets, partition, freshness))
         recorded = report_up_to_date(session.instance, graph, freshness)
         # All fresh, and nothing recorded while reading (status holds no lock): the next command asks nothing.
         if (not recorded and all(row.state == "fresh" for row in rows)
                 and session.instance.event_log_storage.get_maximum_record_id() == recorded_before):
             remember_fresh(session.instance, signature)
+            remember_warm(config, session.store.root, selected_models, selected_datasets, rows)
         return rows
+
+
+def _level_rows(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str],
+                states: Callable[[list[str], str | None], list[AssetState]]) -> list[LevelStatus]:
+    """The status rows of a selection: per dataset its data level (and its L5 systems), per card
+    and dataset each level (asset group), then the summary, from ``states(assets, partition)``."""
+    graph = session.defs.resolve_asset_graph()
+    rows = []
+    for dataset in datasets:
+        jobs = session.jobs(dataset)
+        levels: dict[str, list[str]] = {}
+        for asset in jobs.assets:
+            levels.setdefault(graph.get(dg.AssetKey(asset)).group_name, []).append(asset)
+        rows.append(level_status(dataset, None, "data", states([jobs.frozen_asset], dataset)))
+        if jobs.dataset_assets:
+            rows.append(level_status(dataset, None, "l5_systems", states(list(jobs.dataset_assets), dataset)))
+        for model in models:
+            partition = str(model_dataset_key(model.name, dataset))
+            rows += [level_status(dataset, model.key, level, states(assets, partition))
+                     for level, assets in levels.items()]
+    rows.append(level_status(None, None, "summary", states(summary_assets(session.defs), None)))
+    return rows
+
+
+def _fresh_rows(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[LevelStatus]:
+    """The status rows of a selection Dagster found all fresh."""
+    return _level_rows(session, models, datasets,
+                       lambda assets, partition: [AssetState(asset, partition, "fresh") for asset in assets])

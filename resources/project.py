@@ -62,7 +62,7 @@ class ProjectResource(dg.ConfigurableResource):
         whoever launched the run); a sensor or schedule evaluation, which writes nothing, does not."""
         if context.dagster_run is None or context.instance is None:
             return
-        from graphbase.instance import DataFolderLock
+        from graphbase.home import DataFolderLock
 
         run = context.dagster_run
         lock = DataFolderLock(self.store.root, context.instance, notify=context.log.info if context.log else print,

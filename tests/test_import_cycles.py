@@ -11,9 +11,10 @@ REPO = Path(__file__).resolve().parents[1]
 CORE = "embedpyramid"
 LAYERS = ("graphbase", "resources", "assets", "pipelines")
 PACKAGES = (CORE, *LAYERS)
-RUNNER_ENTRY = ("embedpyramid.cli", "pipelines")
-"""The one import of a layer by the core: the CLI's ``run``, ``backfill`` and ``status`` import
-the runner (nothing imports the CLI, so it closes no cycle)."""
+CLI_ENTRIES = frozenset({("embedpyramid.cli", "pipelines"), ("embedpyramid.cli", "graphbase")})
+"""The only imports of a layer by the core: the CLI's ``run``, ``backfill`` and ``status`` import
+the runner, and before it the warm start (``graphbase.warm``); nothing imports the CLI, so they
+close no cycle."""
 KNOWN_CORE_CYCLES = frozenset({
     # Edges between core subpackages that already lie on a cycle (issue 25 breaks the layers'
     # cycles, not these): a new edge on a cycle fails; remove an entry once its edge is gone.
@@ -120,11 +121,11 @@ def cycle_through(graph: dict[str, dict[str, str]], component: set[str], edge: t
     raise AssertionError(f"{edge} is not on a cycle")
 
 
-def test_the_core_imports_no_dagster_and_no_layer_but_the_cli_the_runner():
+def test_the_core_imports_no_dagster_and_no_layer_but_the_cli_the_runner_and_the_warm_start():
     graph = import_graph()
     wrong = {f"{source} -> {target} ({where})" for source, targets in graph.items() if source.startswith(CORE)
              for target, where in targets.items()
-             if target.split(".")[0] in (*LAYERS, "dagster") and (source, target) != RUNNER_ENTRY}
+             if target.split(".")[0] in (*LAYERS, "dagster") and (source, target) not in CLI_ENTRIES}
     assert not wrong, "the core imports Dagster or a layer above it: " + "; ".join(sorted(wrong))
 
 

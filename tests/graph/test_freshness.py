@@ -10,7 +10,8 @@ from graph_helpers import beir_folder, plan_and_automation, quick_protocol, requ
 from assets.retrieval import exact_topk
 from embedpyramid.config import load_config
 from graphbase.dagster_internals import DATA_VERSION_TAG
-from graphbase.freshness import MODEL_CARD, config_observations
+from graphbase.facets import MODEL_CARD
+from graphbase.freshness import config_observations
 from graphbase.instance import bind
 from graphbase.partitions import MODELS, model_dataset_key
 from pipelines import graph

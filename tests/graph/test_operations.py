@@ -19,8 +19,11 @@ from graph_helpers import beir_folder, quick_protocol, small_ann, toy
 
 from embedpyramid.cli import main
 from embedpyramid.config import load_config
-from graphbase.instance import PID_TAG, DataFolderBusy, DataFolderLock, open_instance
+from embedpyramid.store import DataFolderBusy
+from graphbase.home import DataFolderLock
+from graphbase.instance import PID_TAG, open_instance
 from graphbase.partitions import model_dataset_key
+from graphbase.warm import WARM_MEMO
 from pipelines.runner import run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -234,7 +237,7 @@ def test_a_second_run_waits_for_the_first_or_names_it(write_configs, tiny, tmp_p
     folder = write_configs(models={"ngrams": toy()}, datasets=tiny, protocol=quick_protocol())
     data = tmp_path / "data"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from graphbase.instance import DataFolderLock, open_instance; "
+        "import sys, time; from graphbase.home import DataFolderLock; from graphbase.instance import open_instance; "
         "from embedpyramid.store import store_path; root = store_path(sys.argv[1]); "
         "lock = DataFolderLock(root, open_instance(root)); lock.acquire(); print('held', flush=True); "
         "time.sleep(float(sys.argv[2]))"), str(data), "4"], cwd=REPO, env=ENV, stdout=subprocess.PIPE, text=True)
@@ -255,7 +258,7 @@ def test_a_second_run_waits_for_the_first_or_names_it(write_configs, tiny, tmp_p
 def test_no_wait_on_a_busy_folder_answers_before_the_config_loads_or_the_instance_opens(tmp_path, capsys):
     data = tmp_path / "data"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from graphbase.instance import DataFolderLock; "
+        "import sys, time; from graphbase.home import DataFolderLock; "
         "from embedpyramid.store import store_path; lock = DataFolderLock(store_path(sys.argv[1]), None); "
         "lock.acquire(); print('held', flush=True); time.sleep(30)"), str(data)],
         cwd=REPO, env=ENV, stdout=subprocess.PIPE, text=True)
@@ -323,13 +326,17 @@ def test_a_warm_run_with_nothing_to_do_loads_no_model_library(write_configs, tin
                            ann=small_ann(flat={"factory": "Flat"}))
     data = tmp_path / "data"
     assert cli("run", "--configs", str(folder), "--data", str(data)).returncode == 0
-    warm = subprocess.run([sys.executable, "-X", "importtime", "-m", "embedpyramid.cli", "run", "--configs",
-                           str(folder), "--data", str(data)], cwd=REPO, env=ENV, capture_output=True, text=True)
-    assert warm.returncode == 0 and "up to date" in warm.stderr
-    parents = imported_by(warm.stderr)
-    assert "dagster" in parents and "embedpyramid.encode" in parents
-    for library in ("sentence_transformers", "transformers", "scipy", "sklearn", "statsmodels"):
-        assert library not in parents, f"{library} imported by {parents[library]}"
-    # torch may still come in only through the two core modules whose import the issue-10 work
-    # makes lazy (exact search, FAISS index helpers); nothing of the orchestration pulls it.
-    assert parents.get("torch") in (None, "embedpyramid.retrieval.search", "embedpyramid.serving.index")
+    warm_memo = data / "dagster_home" / WARM_MEMO
+    for through_dagster in (True, False):
+        if through_dagster:  # Dagster's own memo answers, and writes the warm memo again
+            warm_memo.unlink()
+        warm = subprocess.run([sys.executable, "-X", "importtime", "-m", "embedpyramid.cli", "run", "--configs",
+                               str(folder), "--data", str(data)], cwd=REPO, env=ENV, capture_output=True, text=True)
+        assert warm.returncode == 0 and "up to date" in warm.stderr
+        parents = imported_by(warm.stderr)
+        assert "embedpyramid.config" in parents and ("dagster" in parents) == through_dagster
+        for library in ("sentence_transformers", "transformers", "scipy", "sklearn", "statsmodels"):
+            assert library not in parents, f"{library} imported by {parents[library]}"
+        # torch may still come in only through the two core modules whose import the issue-10 work
+        # makes lazy (exact search, FAISS index helpers); nothing of the orchestration pulls it.
+        assert parents.get("torch") in (None, "embedpyramid.retrieval.search", "embedpyramid.serving.index")

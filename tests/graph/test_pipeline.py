@@ -20,7 +20,7 @@ from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
-from graphbase.freshness import CONFIG
+from graphbase.facets import CONFIG
 from graphbase.instance import bind
 from graphbase.partitions import (
     DATASETS,

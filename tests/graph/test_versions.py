@@ -191,7 +191,7 @@ def test_a_run_launched_outside_the_cli_waits_for_the_cli_lock(write_configs, tm
     defs = open_session(folder, data, instance, log=lambda _: None, verbose=False).defs  # registers the partitions
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from graphbase.instance import DataFolderLock, open_instance; "
+         "import sys, time; from pathlib import Path; from graphbase.home import DataFolderLock; from graphbase.instance import open_instance; "
          "root = Path(sys.argv[1]); lock = DataFolderLock(root, open_instance(root)); lock.acquire(); "
          "print('held', flush=True); time.sleep(4); print(time.time(), flush=True); lock.release()", str(data)],
         cwd=REPO, stdout=subprocess.PIPE, text=True)
