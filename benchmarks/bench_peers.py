@@ -110,42 +110,61 @@ def distractor_texts() -> list[str]:
 
 def build_beir_folder(folder: Path, n_documents: int) -> dict[str, int]:
     """Write ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv``: chatterbot-en padded with
-    distractors to ``n_documents`` documents; returns the counts."""
+    distractors to ``n_documents`` documents, or below its 870 replies cut to that many (the
+    questions in qrels order while their replies fill two thirds of the documents, every reply
+    given to them included; then the other replies in corpus order); returns the counts."""
     from embedpyramid.config.datasets import ChatterbotDataset
     from embedpyramid.data.chatterbot import load_chatterbot
 
     raw = load_chatterbot(ChatterbotDataset.model_validate({"loader": "chatterbot"}))
-    doc_ids, texts = raw.corpus.column("doc_id").to_pylist(), raw.corpus.column("text").to_pylist()
-    if n_documents < len(doc_ids):
-        raise SystemExit(f"--documents {n_documents}: chatterbot-en alone has {len(doc_ids)} documents; ask for at least that many")
-    seen = {text.strip() for text in texts}
+    documents = dict(zip(raw.corpus.column("doc_id").to_pylist(), raw.corpus.column("text").to_pylist(), strict=True))
+    queries = dict(zip(raw.queries.column("query_id").to_pylist(), raw.queries.column("text").to_pylist(), strict=True))
+    qrels = list(zip(*(raw.qrels.column(c).to_pylist() for c in ("query_id", "doc_id", "relevance")), strict=True))
+    if n_documents < len(documents):
+        relevant: dict[str, list[str]] = {}
+        for query_id, doc_id, _ in qrels:
+            relevant.setdefault(query_id, []).append(doc_id)
+        kept_queries: list[str] = []
+        kept_documents: dict[str, None] = {}
+        for query_id, replies in relevant.items():
+            if len(kept_documents | dict.fromkeys(replies)) > 2 * n_documents // 3:
+                break
+            kept_queries.append(query_id)
+            kept_documents |= dict.fromkeys(replies)
+        for doc_id in documents:
+            if len(kept_documents) == n_documents:
+                break
+            kept_documents.setdefault(doc_id)
+        queries = {query_id: queries[query_id] for query_id in kept_queries}
+        documents = {doc_id: documents[doc_id] for doc_id in kept_documents}
+        qrels = [row for row in qrels if row[0] in queries]
+    seen = {text.strip() for text in documents.values()}
     padding: list[str] = []
-    for text in distractor_texts():
+    for text in distractor_texts() if n_documents > len(documents) else []:
         text = " ".join(text.split())
-        if len(padding) == n_documents - len(doc_ids):
+        if len(padding) == n_documents - len(documents):
             break
         if text and text not in seen:
             seen.add(text)
             padding.append(text)
-    if len(padding) < n_documents - len(doc_ids):
-        raise SystemExit(f"--documents {n_documents}: only {len(doc_ids) + len(padding)} distinct texts are installed")
+    if len(padding) < n_documents - len(documents):
+        raise SystemExit(f"--documents {n_documents}: only {len(documents) + len(padding)} distinct texts are installed")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "qrels").mkdir(exist_ok=True)
     with (folder / "corpus.jsonl").open("w") as out:
-        for doc_id, text in zip(doc_ids, texts, strict=True):
+        for doc_id, text in documents.items():
             out.write(json.dumps({"_id": doc_id, "title": "", "text": text.strip()}) + "\n")
         for index, text in enumerate(padding):
             out.write(json.dumps({"_id": f"pad{index:05d}", "title": "", "text": text}) + "\n")
     with (folder / "queries.jsonl").open("w") as out:
-        for query_id, text in zip(raw.queries.column("query_id").to_pylist(), raw.queries.column("text").to_pylist(), strict=True):
+        for query_id, text in queries.items():
             out.write(json.dumps({"_id": query_id, "text": text.strip()}) + "\n")
     with (folder / "qrels" / "test.tsv").open("w") as out:
         out.write("query-id\tcorpus-id\tscore\n")
-        for query_id, doc_id, relevance in zip(*(raw.qrels.column(c).to_pylist() for c in ("query_id", "doc_id", "relevance")),
-                                                strict=True):
+        for query_id, doc_id, relevance in qrels:
             out.write(f"{query_id}\t{doc_id}\t{relevance}\n")
-    return {"documents": len(doc_ids) + len(padding), "relevant_pool": len(doc_ids), "distractors": len(padding),
-            "queries": raw.queries.num_rows, "qrels": raw.qrels.num_rows}
+    return {"documents": len(documents) + len(padding), "relevant_pool": len(documents), "distractors": len(padding),
+            "queries": len(queries), "qrels": len(qrels)}
 
 
 def write_configs(folder: Path, beir: Path) -> Path:
@@ -244,7 +263,8 @@ def side_bare(folder: Path, result: Path) -> None:
     doc_vectors = model.encode(documents, batch_size=BATCH_SIZE, convert_to_numpy=True, show_progress_bar=False)
     encode_seconds = time.perf_counter() - start
     scores = query_vectors @ doc_vectors.T
-    top = np.argpartition(-scores, DEPTH - 1, axis=1)[:, :DEPTH]
+    depth = min(DEPTH, len(doc_ids))  # a corpus cut below the depth is retrieved whole
+    top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
     run = {query_id: {doc_ids[d]: float(scores[row, d]) for d in top[row]} for row, query_id in enumerate(query_ids)}
     evaluated = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(run)
     result.write_text(json.dumps({"ndcg_at_10": {q: v["ndcg_cut_10"] for q, v in evaluated.items()},
