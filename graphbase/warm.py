@@ -17,6 +17,9 @@ graph's signature at the event log's last record id), which a command must open 
   records changes one of them;
 - the status rows of the selection, all fresh.
 
+It is written only when Dagster still finds nothing recorded after those files were read (a run
+another process starts needs no data-folder lock to record its start).
+
 When the key and every file match, Dagster would answer the same — no config observation to
 record, the same graph signature, no event since — so ``run`` prints the leaderboard and
 ``status`` its rows without opening the instance. Anything else (a changed file or setting, an
@@ -28,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,14 +126,18 @@ def history_fingerprint(home: Path) -> list[list[Any]] | None:
 
 
 def remember_warm(config: ProjectConfig, data_root: StorePath, models: Sequence[ResolvedModel],
-                  datasets: Sequence[str], rows: Sequence[LevelStatus]) -> None:
+                  datasets: Sequence[str], rows: Sequence[LevelStatus], still_fresh: Callable[[], bool]) -> None:
     """Keep Dagster's "all fresh" for this selection where a warm command reads it without Dagster.
-    Called last, once the command has recorded everything it records in the run history."""
+
+    Called once the command has recorded everything it records. ``still_fresh`` asks Dagster again
+    (its own memo: nothing recorded since it found the selection fresh) *after* the run history's
+    files are read, so a run that records something meanwhile — another process's, which needs no
+    data-folder lock to record its start — leaves no memo rather than one that hides it."""
     if not is_local(data_root):
         return
     home = instance_home(data_root)
     history = history_fingerprint(home)
-    if history is not None:
+    if history is not None and still_fresh():
         write_json({"key": warm_key(config, data_root, models, datasets), "history": history,
                     "rows": [row.__dict__ for row in rows]}, home / WARM_MEMO)
 

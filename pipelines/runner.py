@@ -267,7 +267,8 @@ def run_pipeline(
             log(UP_TO_DATE_LINE)
             report.skipped = [(model.key, dataset) for dataset in selected_datasets for model in selected_models]
             remember_warm(config, store.root, selected_models, selected_datasets,
-                          _fresh_rows(session, selected_models, selected_datasets))
+                          _fresh_rows(session, selected_models, selected_datasets),
+                          lambda: known_fresh(session.instance, signature))
             return report
         tags = run_tags(session.config.directory, command)
         healthy = [dataset for dataset in selected_datasets
@@ -282,7 +283,8 @@ def run_pipeline(
                 and not report.summary_excludes):
             remember_fresh(session.instance, signature)
             remember_warm(config, store.root, selected_models, selected_datasets,
-                          _fresh_rows(session, selected_models, selected_datasets))
+                          _fresh_rows(session, selected_models, selected_datasets),
+                          lambda: known_fresh(session.instance, signature))
     return report
 
 
@@ -490,7 +492,6 @@ def _failure(result: dg.ExecuteInProcessResult, verbose: bool = False) -> str:
     return "run failed"
 
 
-
 _SEVERITY = ("failed", "stale", "missing", "fresh")
 
 
@@ -553,7 +554,8 @@ def project_status(
         signature = graph_signature(graph, _asked(session, selected_models, selected_datasets))
         if known_fresh(session.instance, signature):  # nothing recorded since the up_to_date checks were reported
             rows = _fresh_rows(session, selected_models, selected_datasets)
-            remember_warm(config, session.store.root, selected_models, selected_datasets, rows)
+            remember_warm(config, session.store.root, selected_models, selected_datasets, rows,
+                          lambda: known_fresh(session.instance, signature))
             return rows
         freshness = session.freshness()
         recorded_before = session.instance.event_log_storage.get_maximum_record_id()
@@ -564,7 +566,8 @@ def project_status(
         if (not recorded and all(row.state == "fresh" for row in rows)
                 and session.instance.event_log_storage.get_maximum_record_id() == recorded_before):
             remember_fresh(session.instance, signature)
-            remember_warm(config, session.store.root, selected_models, selected_datasets, rows)
+            remember_warm(config, session.store.root, selected_models, selected_datasets, rows,
+                          lambda: known_fresh(session.instance, signature))
         return rows
 
 

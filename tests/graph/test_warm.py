@@ -10,9 +10,10 @@ from pathlib import Path
 import dagster as dg
 from graph_helpers import quick_protocol, toy
 
+from embedpyramid.config import load_config
 from graphbase import warm
 from graphbase.instance import open_instance
-from graphbase.warm import UP_TO_DATE_LINE, WARM_MEMO, code_digest, warm_status
+from graphbase.warm import UP_TO_DATE_LINE, WARM_MEMO, code_digest, remember_warm, warm_status
 from pipelines.runner import project_status, run_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,6 +89,15 @@ def test_whatever_the_answer_depends_on_sends_the_warm_start_back_to_dagster(wri
     finally:
         holder.kill()
         holder.wait()
+    assert warm_status(folder, data, None, None, lock=True) == rows
+
+    # Something recorded while the run history's files were read: no memo rather than one that hides it.
+    memo = data / "dagster_home" / WARM_MEMO
+    memo.unlink()
+    config = load_config(folder)
+    remember_warm(config, data, list(config.models.values()), ["tiny"], rows, still_fresh=lambda: False)
+    assert not memo.exists() and warm_status(folder, data, None, None, lock=True) is None
+    remember_warm(config, data, list(config.models.values()), ["tiny"], rows, still_fresh=lambda: True)
     assert warm_status(folder, data, None, None, lock=True) == rows
 
     # An instance whose dagster.yaml was edited may keep its records elsewhere (Postgres).
