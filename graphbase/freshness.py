@@ -626,14 +626,45 @@ class UpstreamBusy(dg.AutomationCondition):
         return dg.AutomationResult(context, true_subset=context.candidate_subset if running else context.get_empty_subset())
 
 
+class MaterializedNow(dg.AutomationCondition):
+    """True for the candidate partitions that have a materialization in the instance now.
+
+    After Dagster's ``missing`` it finds the partitions a run materialized while the tick was
+    evaluating: Dagster's status cache takes what is materialized from the asset records read when
+    the tick began, and what is in progress from the runs when it reaches the asset, so a partition
+    materialized in between looks neither materialized nor in progress, and was requested again
+    (a run ending during a tick of several seconds, tests/deploy/test_single_host.py)."""
+
+    @property
+    def name(self) -> str:
+        return "materialized_now"
+
+    @property
+    def description(self) -> str:
+        return "materialized since the tick began"
+
+    @property
+    def requires_cursor(self) -> bool:
+        return False
+
+    def evaluate(self, context: Any) -> dg.AutomationResult:
+        instance = context.asset_graph_view.instance
+        done = [partition for partition in candidate_partitions(context) if instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=context.key, asset_partitions=None if partition is None else [partition]),
+            limit=1).records]
+        return dg.AutomationResult(context, true_subset=subset_of(context.asset_graph_view, context.key, done))
+
+
 def _evaluation_condition(*, summary: bool) -> dg.AutomationCondition:
     """Request what is missing or stale: not while it or an upstream runs; after a failure again
     at most :data:`AUTOMATION_RETRIES` times (:class:`FailedWithRetriesLeft`), then not until an
-    upstream updates (the CLI retries failures when asked; the daemon never loops). Per-partition assets wait for missing upstreams (a new dataset is frozen on one tick,
-    its partitions evaluated on the next: Dagster runs differently partitioned assets apart) and
-    for what they read in another partition until it is fresh (:class:`WaitsForOtherPartition`). The
-    summaries summarize what is evaluated: they need one evaluated upstream partition and wait
-    while anything upstream is requested or running (their own group runs together)."""
+    upstream updates (the CLI retries failures when asked; the daemon never loops); what a run
+    materialized while the tick evaluated is left alone (:class:`MaterializedNow`). Per-partition
+    assets wait for missing upstreams (a new dataset is frozen on one tick, its partitions
+    evaluated on the next: Dagster runs differently partitioned assets apart) and for what they
+    read in another partition until it is fresh (:class:`WaitsForOtherPartition`). The summaries
+    summarize what is evaluated: they need one evaluated upstream partition and wait while
+    anything upstream is requested or running (their own group runs together)."""
     # Dagster's cached failed status first: the attempts are counted for failed partitions only.
     retry = (dg.AutomationCondition.execution_failed() & FailedWithRetriesLeft()).with_label("failed, retries left")
     needed = (dg.AutomationCondition.missing() | StaleCondition() | retry).with_label("missing, stale or to retry")
@@ -654,6 +685,9 @@ def _evaluation_condition(*, summary: bool) -> dg.AutomationCondition:
     else:
         condition = (condition & ~dg.AutomationCondition.any_deps_missing().allow(materializable)
                      & ~WaitsForOtherPartition())
+    # Last, so that it reads the instance after every other part of the condition has.
+    condition = condition & ~(dg.AutomationCondition.missing() & MaterializedNow()).with_label(
+        "missing when the tick began, materialized since")
     return condition.with_label("summary: missing or stale" if summary else "missing or stale")
 
 

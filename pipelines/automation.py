@@ -1,14 +1,14 @@
 """Unattended operation: the config sensor, declarative automation, the nightly schedules.
 
-- ``config_sensor`` (every 30 s) keeps Dagster in step with the config folder the instance is
-  bound to: it registers new cards and datasets as partitions (and deletes those removed from
-  that folder), reports changed config facets as observations, and records the ``config/folder``
-  check ``loads`` — failed, with the file and key, when the folder does not validate (the tick
-  then fails with the same message).
-- ``evaluation_automation`` evaluates every asset's condition (:mod:`graphbase.freshness`): a
-  partition is requested when it is missing or stale — exactly the partitions ``embedpyramid
-  run`` would materialize — so a new card is backfilled, an edited one re-evaluated, and
-  identical data re-frozen moves nothing.
+- ``config_sensor`` (every 30 s, or every ``$EMBEDPYRAMID_SENSOR_INTERVAL`` seconds) keeps
+  Dagster in step with the config folder the instance is bound to: it registers new cards and
+  datasets as partitions (and deletes those removed from that folder), reports changed config
+  facets as observations, and records the ``config/folder`` check ``loads`` — failed, with the
+  file and key, when the folder does not validate (the tick then fails with the same message).
+- ``evaluation_automation`` (as often) evaluates every asset's condition
+  (:mod:`graphbase.freshness`): a partition is requested when it is missing or stale — exactly
+  the partitions ``embedpyramid run`` would materialize — so a new card is backfilled, an edited
+  one re-evaluated, and identical data re-frozen moves nothing.
 - ``nightly_refresh`` and ``nightly_refresh_<family>`` (02:00) re-freeze every dataset with data,
   retrieval and task datasets alike (identical data requests nothing downstream);
   ``nightly_summary`` (04:00) rebuilds the summaries whose inputs changed, and nothing otherwise.
@@ -36,6 +36,9 @@ SUMMARY_ASSETS = ["comparisons", "results_db", "comparison_report", "benchmark_t
 summary_selection = dg.AssetSelection.assets(*SUMMARY_ASSETS) | dg.AssetSelection.tag(STAGE_TAG, SUMMARY_STAGE)
 # Carried by every run the automation launches, for queue limits (docs/instance/*.yaml).
 AUTOMATION_TAG = "embedpyramid/automation"
+# Seconds between two ticks of config_sensor and evaluation_automation, unless $EMBEDPYRAMID_SENSOR_INTERVAL
+# sets another (pipelines/settings.py).
+DEFAULT_SENSOR_INTERVAL = 30
 
 config_folder = dg.AssetSpec(
     CONFIG_FOLDER, group_name=CONFIG, kinds={"yaml"},
@@ -63,8 +66,7 @@ def check_config(configs_dir: str | Path) -> tuple[ProjectConfig | None, dict[st
     }
 
 
-@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def config_sensor(context: dg.SensorEvaluationContext, project: ProjectResource) -> dg.SensorResult:
+def sync_config_folder(context: dg.SensorEvaluationContext, project: ProjectResource) -> dg.SensorResult:
     """Register cards and datasets as partitions, report changed config facets, check the folder."""
     instance, configs = context.instance, Path(project.configs_dir).expanduser().resolve()
     if not bound_to(instance, configs):
@@ -152,14 +154,19 @@ def nightly_summary(context: dg.ScheduleEvaluationContext):
     return dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y-%m-%d}", asset_selection=sorted(stale))
 
 
-with warnings.catch_warnings():
-    # Custom conditions (StaleCondition) are evaluated in the code server, a beta option we rely on.
-    warnings.simplefilter("ignore", dg.BetaWarning)
-    evaluation_automation = dg.AutomationConditionSensorDefinition(
-        "evaluation_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
-        use_user_code_server=True, minimum_interval_seconds=30, run_tags={AUTOMATION_TAG: "evaluation"},
-    )
-
+def automation_sensors(interval: int = DEFAULT_SENSOR_INTERVAL) -> list[dg.SensorDefinition]:
+    """``config_sensor`` and ``evaluation_automation``, each ticking every ``interval`` seconds (the
+    code location reads it from the environment: :func:`pipelines.settings.sensor_interval`)."""
+    config_sensor = dg.sensor(name="config_sensor", minimum_interval_seconds=interval,
+                              default_status=dg.DefaultSensorStatus.RUNNING)(sync_config_folder)
+    with warnings.catch_warnings():
+        # Custom conditions (StaleCondition) are evaluated in the code server, a beta option we rely on.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        evaluation_automation = dg.AutomationConditionSensorDefinition(
+            "evaluation_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+            use_user_code_server=True, minimum_interval_seconds=interval, run_tags={AUTOMATION_TAG: "evaluation"},
+        )
+    return [config_sensor, evaluation_automation]
 
 
 def summary_assets(defs: dg.Definitions) -> list[str]:
@@ -181,7 +188,6 @@ task_evaluation_jobs = {family: dg.define_asset_job(
 jobs of their own (a job runs one partitions definition)."""
 JOBS = [refresh_datasets_job, summary_job, dataset_evaluation_job, evaluation_job, *task_freeze_jobs.values(),
         *task_evaluation_jobs.values()]
-SENSORS = [config_sensor, evaluation_automation]
 nightly_task_refresh = [nightly_freeze(job, task_datasets_name(family), f"nightly_refresh_{family}")
                         for family, job in task_freeze_jobs.items()]
 SCHEDULES = [nightly_refresh, *nightly_task_refresh, nightly_summary]

@@ -3,10 +3,12 @@
 ``dagster dev -w workspace.yaml`` loads ``defs`` for the config folder and data folder in
 ``EMBEDPYRAMID_CONFIGS`` / ``EMBEDPYRAMID_DATA`` when set, else those the instance at
 ``$DAGSTER_HOME`` is bound to (the last ``embedpyramid`` command's), else ``configs/`` and
-``data/`` of the repo. A config folder that does not validate still loads — without the L4
-assets of an unreadable ann.yaml and the L5 assets — and shows its error where a Dagster user looks: the failed
-check ``config/folder: loads``, the failing ``config_sensor`` ticks, and an error logged at load
-(printed by ``dagster definitions validate`` and ``dagster dev``).
+``data/`` of the repo; ``EMBEDPYRAMID_SENSOR_INTERVAL`` and ``EMBEDPYRAMID_EXECUTOR`` set how
+often its sensors tick and how its runs execute (:mod:`pipelines.settings`). A config folder
+that does not validate still loads — without the L4 assets of an unreadable ann.yaml and the L5
+assets — and shows its error where a Dagster user looks: the failed check ``config/folder:
+loads``, the failing ``config_sensor`` ticks, and an error logged at load (printed by ``dagster
+definitions validate`` and ``dagster dev``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from embedpyramid.config import ConfigError, load_config
 from embedpyramid.store import store_path
 from graphbase.instance import read_binding
 from pipelines.graph import build_definitions
+from pipelines.settings import location_executor, sensor_interval
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,16 +36,17 @@ def _location_folders() -> tuple[str, str]:
 
 def _load_location() -> dg.Definitions:
     configs, data = _location_folders()
+    settings = {"sensor_interval": sensor_interval(os.environ), "executor": location_executor(os.environ)}
     try:
         load_config(configs)
-        return build_definitions(configs, data)
+        return build_definitions(configs, data, **settings)
     except ConfigError as error:
         # Dagster's logger reaches `dagster definitions validate` and the `dagster dev` console;
         # in the UI the check config/folder: loads and the config_sensor ticks fail with it.
         dg.get_dagster_logger("embedpyramid").error(
             f"config error: {error}\nThe code location loads without the config's index specs until the folder is "
             "fixed; the check config/folder: loads and the config_sensor show the same error.")
-        return build_definitions(configs, data, specs=())
+        return build_definitions(configs, data, specs=(), **settings)
 
 
 defs = _load_location()

@@ -29,7 +29,14 @@ from graphbase.facets import config_facets
 from graphbase.freshness import facet_source_asset, provide_location_graph, up_to_date_checks
 from graphbase.partitions import check_ann_asset_names, check_system_asset_names
 from graphbase.pools import model_step_tags
-from pipelines.automation import JOBS, SCHEDULES, SENSORS, config_folder, config_loads
+from pipelines.automation import (
+    DEFAULT_SENSOR_INTERVAL,
+    JOBS,
+    SCHEDULES,
+    automation_sensors,
+    config_folder,
+    config_loads,
+)
 from resources import EncoderRegistry, ProjectResource, ShardWorkspace
 
 ASSETS = [
@@ -77,12 +84,14 @@ def with_extra_deps(assets: list[dg.AssetsDefinition],
 
 
 def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
-                      specs: tuple[IndexSpec, ...] | None = None) -> dg.Definitions:
+                      specs: tuple[IndexSpec, ...] | None = None, *, sensor_interval: int = DEFAULT_SENSOR_INTERVAL,
+                      executor: dg.ExecutorDefinition | None = None) -> dg.Definitions:
     """The graph of one config folder: L4 has one asset (and one spec facet) per index spec, L5
     one asset (and one system facet) per system; L6 exists only with a judge.yaml, and then the
     summaries depend on it; the steps that run a model ask Kubernetes for a GPU when a card
     runs on cuda. Given ``specs`` (e.g. none, for a folder that does not validate), the folder
-    is not loaded: no L5, and no GPU requested."""
+    is not loaded: no L5, and no GPU requested. The config sensor and the automation tick every
+    ``sensor_interval`` seconds; launched runs use ``executor`` (Dagster's default when None)."""
     config = load_config(configs_dir) if specs is None else None
     systems = systems_config(config) if config is not None else None
     specs = index_specs(configs_dir) if specs is None else specs
@@ -106,8 +115,9 @@ def build_definitions(configs_dir: str | Path, data_root: str | StorePath,
         assets=[config_folder, *facets, *assets],
         asset_checks=[config_loads, up_to_date_checks(materializable)],
         jobs=JOBS,
-        sensors=SENSORS,
+        sensors=automation_sensors(sensor_interval),
         schedules=SCHEDULES,
+        executor=executor,
         resources={
             "project": ProjectResource(configs_dir=str(configs_dir), data_dir=str(data_root)),
             "shard_project": ShardWorkspace(configs_dir=str(configs_dir), data_dir=str(data_root)),

@@ -60,7 +60,7 @@ def test_single_host_file_opens_an_instance_on_postgres_with_the_queue_and_logs_
 
 
 def test_kubernetes_file_passes_the_schemas_of_dagster_and_of_its_classes(instance_env, tmp_path):
-    pytest.importorskip("dagster_k8s", reason="dagster-k8s is not installed: pip install -e '.[test,deploy]'")
+    pytest.importorskip("dagster_k8s", reason="dagster-k8s is not installed: pip install -e '.[test]'")
     from dagster._config import process_config, resolve_to_config_type
     from dagster._core.instance.config import dagster_instance_config
     from dagster._core.instance.ref import InstanceRef

@@ -10,6 +10,12 @@ daemon's first encode holds the ``encoders`` slot its run worker is killed with 
 server marks the run failed, run monitoring frees the slot within a minute
 (``free_slots_after_run_end_seconds``), the run retry relaunches it, and the relaunch's results
 are the same. Everything started here is stopped by PID.
+
+The code location runs with two settings of pipelines/settings.py that keep this to minutes:
+``EMBEDPYRAMID_SENSOR_INTERVAL=5`` (the sensors tick every 5 s, not 30: the automation needs a tick
+for the dataset, one for the partition, one for the summaries, and more after the kill) and
+``EMBEDPYRAMID_EXECUTOR=in_process`` (a run's steps execute in its worker, not a process each that
+loads the code location again).
 """
 
 from __future__ import annotations
@@ -147,6 +153,11 @@ def stop_daemon(daemon: subprocess.Popen) -> None:
 def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_killed_worker(
         postgres, s3, write_configs, tmp_path, monkeypatch):
     started = time.monotonic()
+
+    def mark(what: str) -> None:
+        """Where the test's time goes (shown with pytest -s; docs/deploy.md quotes it)."""
+        print(f"{time.monotonic() - started:5.0f} s  {what}")
+
     datasets = {"tiny": {"loader": "beir", "path": str(beir_folder(tmp_path / "tiny-beir"))}}
     configs = write_configs(models={MODEL: CARD}, datasets=datasets, protocol=quick_protocol(baseline=MODEL))
     for name, value in s3.env().items():
@@ -158,7 +169,8 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
     # The daemon's instance: one encoder slot (as `embedpyramid run` or `dagster instance
     # concurrency set encoders 1` would set it), then the daemon with the shipped instance file.
     queue_home = new_home(tmp_path / "queue-home")
-    queue_env = service_env(postgres, s3, "queue", queue_home, configs, f"s3://{BUCKET}/queue")
+    queue_env = {**service_env(postgres, s3, "queue", queue_home, configs, f"s3://{BUCKET}/queue"),
+                 "EMBEDPYRAMID_SENSOR_INTERVAL": "5", "EMBEDPYRAMID_EXECUTOR": "in_process"}
     for name, value in postgres.env("queue").items():
         monkeypatch.setenv(name, value)
     queue = dg.DagsterInstance.from_config(str(queue_home))
@@ -176,9 +188,10 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
                 cwd=REPO, env=service_env(postgres, s3, "cli", cli_home, configs, f"s3://{BUCKET}/cli"),
                 stdout=log, stderr=subprocess.STDOUT)
 
-        # The automation's first encode: kill its run worker (and the step processes under it).
+        # The automation's first encode: kill its run worker (the steps execute in it), and anything it started.
         killed = wait_until(lambda: next(iter(slot_holders(queue)), None), 600, "run holding the encoders slot",
                             daemon_log)
+        mark(f"run {killed} holds the encoders slot: SIGKILL to its worker")
         kill_tree(run_worker_pid(queue, killed))
         killed_at = time.monotonic()
         wait_until(lambda: queue.get_run_by_id(killed).status == dg.DagsterRunStatus.FAILURE, 30,
@@ -186,14 +199,16 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
         wait_until(lambda: killed not in slot_holders(queue), 60, f"free encoders slot after killing {killed}",
                    daemon_log)
         freed_after = time.monotonic() - killed_at
-        print(f"encoders slot freed {freed_after:.1f} s after the kill")
+        mark(f"encoders slot freed {freed_after:.1f} s after the kill")
         assert freed_after < 60
 
         # Meanwhile: the reference, in-process on a local folder, and the CLI's run on its own instance.
         local = run_pipeline(configs, tmp_path / "local", instance=dg.DagsterInstance.ephemeral())
         assert local.failures == [] and local.summary_built
         reference = results_tables(tmp_path / "local" / "results.duckdb")
+        mark("local reference run done")
         assert cli.wait(600) == 0, cli_log.read_text(errors="replace")
+        mark("CLI run done")
         assert_same_results(store_path(f"s3://{BUCKET}/cli/results.duckdb"), reference)
         cli_objects = [item["Key"] for page in boto3.client("s3").get_paginator("list_objects_v2").paginate(
             Bucket=BUCKET, Prefix="cli/") for item in page.get("Contents", [])]
@@ -203,6 +218,7 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
                            f"relaunch of {killed}", daemon_log)[0]
         finished = wait_until(lambda: queue.get_run_by_id(retry.run_id).is_finished and queue.get_run_by_id(retry.run_id),
                               600, f"end of the relaunch {retry.run_id}", daemon_log)
+        mark(f"relaunch {retry.run_id} done")
         assert finished.status == dg.DagsterRunStatus.SUCCESS
 
         # The automation then builds the summaries; the queue drains.
@@ -211,6 +227,7 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
         wait_until(lambda: queue.get_latest_materialization_event(dg.AssetKey("results_db"))
                    and not queue.get_runs(dg.RunsFilter(statuses=in_flight)), 600, "summary run of the automation",
                    daemon_log)
+        mark("summaries built, queue drained")
         failed = queue.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
         assert [run.run_id for run in failed] == [killed]
         assert_same_results(store_path(f"s3://{BUCKET}/queue/results.duckdb"), reference)
@@ -222,4 +239,4 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
             stop(cli)
         stop_daemon(daemon)
     assert daemon.poll() is not None
-    print(f"the deployment test took {time.monotonic() - started:.0f} s")
+    mark("daemon stopped: the deployment test took this long")

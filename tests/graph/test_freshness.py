@@ -11,7 +11,7 @@ from assets.retrieval import exact_topk
 from embedpyramid.config import load_config
 from graphbase.dagster_internals import DATA_VERSION_TAG
 from graphbase.facets import MODEL_CARD
-from graphbase.freshness import config_observations
+from graphbase.freshness import EVALUATE_WHEN_STALE, WaitsForOtherPartition, config_observations
 from graphbase.instance import bind
 from graphbase.partitions import MODELS, model_dataset_key
 from pipelines import graph
@@ -137,3 +137,34 @@ def test_observing_the_config_sources_in_dagster_gives_the_cli_versions(write_co
     assert config_observations(instance, session.config) == []
     record = instance.get_latest_data_version_record(MODEL_CARD.key, True, "ngrams-24")
     assert record.event_log_entry.tags[DATA_VERSION_TAG] == session.config.models["ngrams-24"].card_hash
+
+
+def test_a_partition_a_run_materializes_while_the_tick_evaluates_is_not_requested_again(monkeypatch):
+    """A run that ends while the automation's tick evaluates: Dagster's status cache has the
+    partition neither materialized (asset records read when the tick began) nor in progress (the
+    run has ended), so ``missing`` holds; the last part of the condition reads the instance again
+    and leaves the partition alone. Here the "run" reports its materialization while the tick
+    evaluates the condition's WaitsForOtherPartition part, after the cache was read."""
+    frozen_def = dg.StaticPartitionsDefinition(["x"])
+
+    @dg.asset(partitions_def=frozen_def, automation_condition=EVALUATE_WHEN_STALE)
+    def frozen() -> None:
+        return None
+
+    @dg.asset(partitions_def=frozen_def, deps=[frozen], automation_condition=EVALUATE_WHEN_STALE)
+    def metrics() -> None:
+        return None
+
+    defs = dg.Definitions(assets=[frozen, metrics])
+    instance = dg.DagsterInstance.ephemeral()
+    assert dg.materialize([frozen], instance=instance, partition_key="x").success
+    assert requested_by_automation(defs, instance)[0] == {("metrics", "x")}
+
+    def run_ends_now(self, freshness, key, partition) -> bool:
+        instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=partition))
+        return False
+
+    monkeypatch.setattr(WaitsForOtherPartition, "holds", run_ends_now)
+    assert requested_by_automation(defs, instance)[0] == set()
+    assert instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey("metrics"), asset_partitions=["x"]),
+                                           limit=1).records

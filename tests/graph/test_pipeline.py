@@ -33,7 +33,7 @@ from graphbase.partitions import (
     system_asset_name,
     task_datasets_name,
 )
-from pipelines.automation import config_sensor
+from pipelines.automation import automation_sensors
 from pipelines.definitions import defs
 from pipelines.runner import run_pipeline
 from resources import ProjectResource, ShardWorkspace
@@ -466,6 +466,7 @@ def test_sensor_registers_cards_reports_config_and_drops_only_what_its_folder_re
     instance = dg.DagsterInstance.ephemeral()
     folder = write_configs(models=default_models)
     instance.add_dynamic_partitions(MODELS, ["retired"])
+    config_sensor = automation_sensors()[0]
 
     def tick(configs):
         with dg.build_sensor_context(instance=instance, resources={
