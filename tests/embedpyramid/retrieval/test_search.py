@@ -21,6 +21,22 @@ def test_blocked_search_equals_brute_force_with_ties_to_the_smaller_index(doc_bl
     assert np.array_equal(scores, np.take_along_axis(queries @ documents.T, np.asarray(expected), axis=1))
 
 
+@pytest.mark.parametrize("ties_at_cut", ["first", "last"])
+@pytest.mark.parametrize(("doc_block", "k"), [(7, 5), (64, 30), (1000, 30), (64, 900)])
+def test_ties_at_the_cut_across_blocks_follow_the_rule(ties_at_cut, doc_block, k):
+    # Scores in {-8..8} over 700 documents: every row's k-th score is shared by documents of
+    # several blocks, kept ones and collected ones alike; k = 900 exceeds the corpus.
+    rng = np.random.default_rng(13)
+    queries = rng.integers(-2, 3, (30, 4)).astype(np.float32)
+    documents = rng.integers(-1, 2, (700, 4)).astype(np.float32)
+    scores, indices = exact_topk(queries, documents, k, doc_block_size=doc_block, ties_at_cut=ties_at_cut)
+    exact = queries @ documents.T
+    position = np.arange(700)[None].repeat(30, 0)
+    expected = np.lexsort((-position if ties_at_cut == "last" else position, -exact), axis=1)[:, :k]
+    assert indices.tolist() == expected.tolist()
+    assert np.array_equal(scores, np.take_along_axis(exact, expected, axis=1))
+
+
 def test_all_documents_tied_rank_by_index():
     scores, indices = exact_topk(np.ones((2, 3), np.float32), np.ones((6, 3), np.float32), 4, doc_block_size=4)
     assert indices.tolist() == [[0, 1, 2, 3]] * 2 and (scores == 3).all()
