@@ -123,9 +123,10 @@ def judged_ranking(
     or more documents.
 
     ``run`` has query_id, doc_id, score; ``judged`` is :func:`judged_qrels` of the evaluated
-    queries. Ids are coded as integers once (enumerations of the evaluated queries and of the
-    judged documents); the run's rows are ordered and looked up in the qrels on those codes, and
-    only rows of tied scores are ordered by their doc_id strings. Every matrix of the ranking
+    queries. Query ids are coded as integers once (the enumeration of the evaluated queries),
+    (query, document) pairs as integer keys (:func:`_run_grades`); the run's rows are ordered
+    and looked up in the qrels on those, and only rows of tied scores are ordered by their
+    doc_id strings. Every matrix of the ranking
     comes from the ordered rows' grades and cumulative counts along each query's ranks; under
     ``expected`` the ranks of tie groups then take the tie algebra.
     """
@@ -137,7 +138,7 @@ def judged_ranking(
     )
     ideal = ideal_gains(judged_query, graded_gain(judged_grade, conventions.gain), n_queries, ideal_depth)
 
-    query = _run_codes(run["query_id"], list(evaluated))
+    query = _codes(run["query_id"], list(evaluated))
     kept = query >= 0
     if conventions.drop_self_hits:
         kept &= (run["doc_id"] != run["query_id"]).to_numpy()
@@ -163,20 +164,13 @@ def judged_ranking(
 
 
 def _codes(values: pl.Series, categories: list[str]) -> np.ndarray:
-    """Position of each value among the distinct ``categories`` (int64), -1 where absent."""
+    """Position of each value among the distinct ``categories`` (int64), -1 where absent. Runs of
+    equal values (a run's query ids) are coded once per run."""
     if not categories or not values.len():
         return np.full(values.len(), -1, np.int64)
-    coded = values.cast(pl.Enum(categories), strict=False).to_physical()
-    return coded.cast(pl.Int64).fill_null(-1).to_numpy()
-
-
-def _run_codes(values: pl.Series, categories: list[str]) -> np.ndarray:
-    """:func:`_codes` of values that come in runs of equal values (a run's query ids), coded
-    once per run."""
-    if not values.len():
-        return _codes(values, categories)
     starts = np.flatnonzero((values != values.shift(1)).fill_null(True).to_numpy())
-    return np.repeat(_codes(values.gather(starts), categories), np.diff(starts, append=values.len()))
+    coded = values.gather(starts).cast(pl.Enum(categories), strict=False).to_physical()
+    return np.repeat(coded.cast(pl.Int64).fill_null(-1).to_numpy(), np.diff(starts, append=values.len()))
 
 
 def _by_query_then_score(query: np.ndarray, score: np.ndarray) -> np.ndarray | None:
@@ -218,28 +212,40 @@ def _tied_rows_by_doc_id(rows: np.ndarray, tied: np.ndarray, doc_ids: pl.Series,
     return rows
 
 
+# Odd 64-bit multiplier (2^64 / golden ratio) that spreads a query's code over a pair key's bits.
+_QUERY_SPREAD = np.uint64(0x9E3779B97F4A7C15)
+
+
 def _run_grades(
     doc_ids: pl.Series, rows: np.ndarray, query: np.ndarray, judged: pl.DataFrame
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Grade (0 where unjudged) and judged flag of each run row, matched on (query code, code of
-    the document among the judged ones); only rows of a document judged for some query are
-    looked up."""
+    """Grade (0 where unjudged) and judged flag of each run row (``rows`` of ``doc_ids``, of query
+    codes ``query``). A (query, document) pair is keyed by an integer, the doc_id's 64-bit hash
+    mixed with the query code, and the run's keys are joined to the qrels' keys on integers;
+    a key can collide, so every match is confirmed on the query code and the doc_id itself."""
     grade = np.zeros(rows.size, dtype=np.int64)
     is_judged = np.zeros(rows.size, dtype=bool)
-    judged_docs = judged["doc_id"].unique().to_list()
-    if not judged_docs:
+    if not judged.height or not rows.size:
         return grade, is_judged
-    judged_keys = judged["query_index"].to_numpy() * len(judged_docs) + _codes(judged["doc_id"], judged_docs)
-    by_key = np.argsort(judged_keys)
-    sorted_keys = judged_keys[by_key]
-    doc = _codes(doc_ids, judged_docs)[rows]
-    candidates = np.flatnonzero(doc >= 0)
-    keys = query[candidates] * len(judged_docs) + doc[candidates]
-    at = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
-    found = sorted_keys[at] == keys
-    is_judged[candidates[found]] = True
-    grade[candidates[found]] = judged["relevance"].to_numpy()[by_key][at[found]]
+    judged_query = judged["query_index"].to_numpy()
+    matches = pl.DataFrame({"key": pair_keys(query, doc_ids.hash().to_numpy()[rows])}).with_row_index("at").join(
+        pl.DataFrame({"key": pair_keys(judged_query, judged["doc_id"].hash().to_numpy())}).with_row_index("qrel"),
+        on="key",
+    )
+    at, qrel = matches["at"].to_numpy(), matches["qrel"].to_numpy()
+    same = (query[at] == judged_query[qrel]) & (
+        doc_ids.gather(rows[at]) == judged["doc_id"].gather(qrel)
+    ).to_numpy()
+    at, qrel = at[same], qrel[same]
+    is_judged[at] = True
+    grade[at] = judged["relevance"].to_numpy()[qrel]
     return grade, is_judged
+
+
+def pair_keys(query: np.ndarray, doc_hash: np.ndarray) -> np.ndarray:
+    """An integer key per (query, document) pair from the query's code (or hash) and the
+    doc_id's 64-bit hash: equal pairs, equal keys; unequal pairs collide with odds of 2^-64."""
+    return doc_hash ^ (query.astype(np.uint64) * _QUERY_SPREAD)
 
 
 def _tie_groups(
