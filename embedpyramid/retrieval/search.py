@@ -75,27 +75,53 @@ def order_rows(scores: np.ndarray, indices: np.ndarray, last: bool = False) -> t
 # A row with more documents passing its threshold in one chunk than this many times k has its
 # best k taken from its kept documents and the whole chunk at once, rather than collected.
 _MOST_PASSING = 4
+# A corpus in memory of at least _SAMPLE_SPAN samples seeds the thresholds with the k-th best
+# score of _SAMPLED_PER_K * k evenly spaced documents (see :func:`_sampled_floor`).
+_SAMPLED_PER_K = 16
+_SAMPLE_SPAN = 8
+
+
+def _document_sample(documents: np.ndarray, k: int, metric: Metric) -> np.ndarray | None:
+    """Evenly spaced documents, prepared, to seed the thresholds; None for a small corpus."""
+    size = _SAMPLED_PER_K * k
+    if len(documents) < _SAMPLE_SPAN * size:
+        return None
+    return _prepared_block(documents[:: len(documents) // size][:size], metric)
+
+
+def _sampled_floor(queries: np.ndarray, sample: np.ndarray, k: int) -> np.ndarray | None:
+    """A lower bound on each query's final k-th score: the k-th best of its scores over the
+    sample, less the most two float32 computations of one product can differ by (each is within
+    ``d u |q| |x|`` of the exact value, u = 2^-24, whatever the order of summation; doubled for
+    slack), since a block's product may round differently from the sample's. None where a bound
+    is not finite (inf components), which would leave documents behind."""
+    import torch
+
+    scores = torch.matmul(torch.from_numpy(queries), torch.from_numpy(sample).T).numpy()
+    kth = np.partition(scores, len(sample) - k, axis=1)[:, len(sample) - k]
+    error = 4 * sample.shape[1] * 2.0**-24 * np.linalg.norm(queries, axis=1) * np.linalg.norm(sample, axis=1).max()
+    floor = (kth - error).astype(np.float32)
+    return floor if np.isfinite(floor).all() else None
 
 
 def _best_k(values: np.ndarray, indices: np.ndarray, k: int, last: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` best columns of each row (``k`` below the width), unordered, and each row's k-th
     score. Best: score descending, then index ascending (descending when ``last``).
 
-    A partition finds them, picking arbitrarily among scores equal to the k-th: a row whose
-    (k+1)-th score equals its k-th (a tie at the cut) is ordered in full instead.
+    A partition finds them, picking arbitrarily among scores equal to the k-th: a row with more
+    than k scores at or above its k-th (a tie at the cut) is ordered in full instead.
     """
     cut = values.shape[1] - k
-    part = np.argpartition(values, (cut - 1, cut), axis=1)
-    best_values = np.take_along_axis(values, part[:, cut:], 1)
-    best_indices = np.take_along_axis(indices, part[:, cut:], 1)
-    around_cut = np.take_along_axis(values, part[:, cut - 1 : cut + 1], 1)
-    tied = np.flatnonzero(around_cut[:, 0] == around_cut[:, 1])
+    best = np.argpartition(values, cut, axis=1)[:, cut:]  # the k-th largest first
+    best_values, best_indices = np.take_along_axis(values, best, 1), np.take_along_axis(indices, best, 1)
+    kth = best_values[:, 0].copy()  # the rows ordered below overwrite best_values
+    tied = np.flatnonzero(np.count_nonzero(values >= kth[:, None], axis=1) > k)
     if tied.size:
         tied_values, tied_indices = values[tied], indices[tied]
         order = np.lexsort((-tied_indices if last else tied_indices, -tied_values), axis=1)[:, :k]
         best_values[tied] = np.take_along_axis(tied_values, order, 1)
         best_indices[tied] = np.take_along_axis(tied_indices, order, 1)
-    return best_values, best_indices, around_cut[:, 1]
+    return best_values, best_indices, kth
 
 
 class _RunningTopK:
@@ -112,9 +138,14 @@ class _RunningTopK:
     become rare. Until the threshold means something the block is taken in chunks as large as
     what was seen before them (k, 2k, 4k, ... documents): a chunk beats the k-th of the
     documents before it about k times per row, whatever the scores.
+
+    A ``floor`` (each row's lower bound on its final k-th score, from ``sampled`` documents:
+    :func:`_sampled_floor`) lets the rows start full of padding with the floor as their
+    threshold (a document at or above it passes), and the chunks grow from the sample's size:
+    far fewer documents pass than from a threshold that starts at nothing.
     """
 
-    def __init__(self, k: int, last: bool) -> None:
+    def __init__(self, k: int, last: bool, floor: np.ndarray | None = None, sampled: int = 0) -> None:
         self.k, self.last = k, last
         # A merge's padding: below every document's score, and after it among equal scores.
         self._pad_index = -1 if last else np.iinfo(np.int64).max
@@ -123,6 +154,14 @@ class _RunningTopK:
         self.threshold = np.empty(0, np.float32)
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending_counts = np.empty(0, np.int64)
+        self._floor, self._sampled = None, 0
+        if floor is not None:
+            self.values = np.full((floor.size, k), -np.inf, np.float32)
+            self.indices = np.full((floor.size, k), self._pad_index, np.int64)
+            self._pending_counts = np.zeros(floor.size, np.int64)
+            # Under "first" a document passes by beating the threshold: the float below the floor.
+            self._floor = floor if last else np.nextafter(floor, np.float32(-np.inf))
+            self.threshold, self._sampled = self._floor, sampled
 
     def add(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
         """Take the documents ``offset, offset + 1, ...`` (the columns of ``scores``; ``mask`` is
@@ -138,7 +177,7 @@ class _RunningTopK:
                 stop = start + min(self.k - filled, width - start)
                 self._keep_all(scores[:, start:stop], offset + start)
             else:
-                stop = min(width, start + offset + start)
+                stop = min(width, start + offset + start + self._sampled)
                 self._collect_passing(scores[:, start:stop], offset + start, mask)
             start = stop
 
@@ -188,7 +227,8 @@ class _RunningTopK:
         merged_indices = np.full((n_rows, width), self._pad_index, np.int64)
         merged_values[:, : self.k], merged_indices[:, : self.k] = self.values, self.indices
         merged_values[rows, self.k + slots], merged_indices[rows, self.k + slots] = values, indices
-        self.values, self.indices, self.threshold = _best_k(merged_values, merged_indices, self.k, self.last)
+        self.values, self.indices, kth = _best_k(merged_values, merged_indices, self.k, self.last)
+        self.threshold = kth if self._floor is None else np.maximum(kth, self._floor)
         self._pending, self._pending_counts = [], np.zeros(n_rows, np.int64)
 
     def _keep_best_of_chunk(self, scores: np.ndarray, offset: int, rows: np.ndarray) -> None:
@@ -196,7 +236,8 @@ class _RunningTopK:
         columns = np.broadcast_to(np.arange(offset, offset + scores.shape[1]), (rows.size, scores.shape[1]))
         merged_values = np.concatenate([self.values[rows], scores[rows]], axis=1)
         merged_indices = np.concatenate([self.indices[rows], columns], axis=1)
-        self.values[rows], self.indices[rows], self.threshold[rows] = _best_k(merged_values, merged_indices, self.k, self.last)
+        self.values[rows], self.indices[rows], kth = _best_k(merged_values, merged_indices, self.k, self.last)
+        self.threshold[rows] = kth if self._floor is None else np.maximum(kth, self._floor[rows])
 
 
 def exact_topk(
@@ -246,7 +287,12 @@ def exact_topk(
         bad = np.flatnonzero(~np.isfinite(prepared).all(axis=1))
         raise ValueError(f"{bad.size} query vectors hold NaN or inf (first at row {bad[0]}); fix or drop them before searching")
     query_starts = range(0, len(prepared), query_block_size)
-    running = [_RunningTopK(k, last) for _ in query_starts]
+    sample = _document_sample(documents, k, metric) if isinstance(documents, np.ndarray) else None
+    running = [
+        _RunningTopK(k, last) if sample is None
+        else _RunningTopK(k, last, _sampled_floor(prepared[q_start : q_start + query_block_size], sample, k), len(sample))
+        for q_start in query_starts
+    ]
     # One score buffer and one mask buffer serve every block: a fresh 64 MiB product per block
     # pays its page faults again (measured: a third of the product's time).
     score_buffer, mask_buffer = torch.empty(0), np.empty(0, bool)
