@@ -294,7 +294,9 @@ def exact_topk(
         for q_start in query_starts
     ]
     # One score buffer and one mask buffer serve every block: a fresh 64 MiB product per block
-    # pays its page faults again (measured: a third of the product's time).
+    # pays its page faults again (measured: a third of the product's time). numpy allocates them:
+    # it asks the kernel for huge pages for large arrays, torch's allocator does not (measured:
+    # product and scan ~2.5% faster).
     score_buffer, mask_buffer = torch.empty(0), np.empty(0, bool)
     seen = 0
     with torch.inference_mode():
@@ -306,7 +308,7 @@ def exact_topk(
                 query_block = torch.from_numpy(prepared[q_start : q_start + query_block_size])
                 shape, size = (len(query_block), len(block)), len(query_block) * len(block)
                 if score_buffer.numel() < size:
-                    score_buffer, mask_buffer = torch.empty(size), np.empty(size, bool)
+                    score_buffer, mask_buffer = torch.from_numpy(np.empty(size, np.float32)), np.empty(size, bool)
                 # torch's BLAS (MKL on x86) computes the product, measured ~20% faster than
                 # numpy's OpenBLAS for these shapes on this class of CPU.
                 scores = torch.matmul(query_block, block.T, out=score_buffer[:size].view(shape)).numpy()
