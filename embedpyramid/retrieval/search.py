@@ -10,10 +10,11 @@ Scores are "larger is better" in every metric:
 
 The documents are consumed block by block, each block once, while a running top-k per query
 is merged (torch, imported when a search runs, computes the products): a block's scores are
-compared with each query's current k-th score and only the few that beat it are merged, so the
-selection costs little beside the product itself (see :class:`_RunningTopK`). Peak memory is the queries, their top-k, one
-block of documents and one ``query_block_size × doc_block_size`` block of scores — never the
-corpus. Ties in score are broken by document position, and the corpus is stored sorted by
+compared with each query's current k-th score and only the few that beat it are collected and
+merged by partition, so the selection costs little beside the product itself (see
+:class:`_RunningTopK`); a corpus held in memory first seeds those thresholds from a sample of
+its documents. Peak memory is the queries, their top-k, one block of documents and one
+``query_block_size × doc_block_size`` block of scores — never the corpus. Ties in score are broken by document position, and the corpus is stored sorted by
 doc_id: by default (``ties_at_cut="first"``) ties go to the smaller doc_id — the convention every
 metric in this project assumes; ``"last"`` keeps the larger ones, as MTEB's search does (its
 heap of ``(score, doc_id)`` pairs pops the smallest pair).
