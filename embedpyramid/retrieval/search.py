@@ -12,8 +12,7 @@ The documents are consumed block by block, each block once, while a running top-
 is merged (torch, imported when a search runs, computes the products): a block's scores are
 compared with each query's current k-th score and only the few that beat it are collected and
 merged by partition, so the selection costs little beside the product itself (see
-:class:`_RunningTopK`); a corpus held in memory first seeds those thresholds from a sample of
-its documents. Peak memory is the queries, their top-k, one block of documents and one
+:class:`_RunningTopK`). Peak memory is the queries, their top-k, one block of documents and one
 ``query_block_size × doc_block_size`` block of scores — never the corpus. Ties in score are broken by document position, and the corpus is stored sorted by
 doc_id: by default (``ties_at_cut="first"``) ties go to the smaller doc_id — the convention every
 metric in this project assumes; ``"last"`` keeps the larger ones, as MTEB's search does (its
@@ -76,33 +75,10 @@ def order_rows(scores: np.ndarray, indices: np.ndarray, last: bool = False) -> t
 # A row with more documents passing its threshold in one chunk than this many times k has its
 # best k taken from its kept documents and the whole chunk at once, rather than collected.
 _MOST_PASSING = 4
-# A corpus in memory of at least _SAMPLE_SPAN samples seeds the thresholds with the k-th best
-# score of _SAMPLED_PER_K * k evenly spaced documents (see :func:`_sampled_floor`).
-_SAMPLED_PER_K = 16
-_SAMPLE_SPAN = 8
-
-
-def _document_sample(documents: np.ndarray, k: int, metric: Metric) -> np.ndarray | None:
-    """Evenly spaced documents, prepared, to seed the thresholds; None for a small corpus."""
-    size = _SAMPLED_PER_K * k
-    if len(documents) < _SAMPLE_SPAN * size:
-        return None
-    return _prepared_block(documents[:: len(documents) // size][:size], metric)
-
-
-def _sampled_floor(queries: np.ndarray, sample: np.ndarray, k: int) -> np.ndarray | None:
-    """A lower bound on each query's final k-th score: the k-th best of its scores over the
-    sample, less the most two float32 computations of one product can differ by (each is within
-    ``d u |q| |x|`` of the exact value, u = 2^-24, whatever the order of summation; doubled for
-    slack), since a block's product may round differently from the sample's. None where a bound
-    is not finite (inf components), which would leave documents behind."""
-    import torch
-
-    scores = torch.matmul(torch.from_numpy(queries), torch.from_numpy(sample).T).numpy()
-    kth = np.partition(scores, len(sample) - k, axis=1)[:, len(sample) - k]
-    error = 4 * sample.shape[1] * 2.0**-24 * np.linalg.norm(queries, axis=1) * np.linalg.norm(sample, axis=1).max()
-    floor = (kth - error).astype(np.float32)
-    return floor if np.isfinite(floor).all() else None
+# Every row keeps its first _FIRST_PER_K * k documents whole (at most _FIRST_MOST and the first
+# block, at least k) before its first selection: the threshold starts from the k-th of many.
+_FIRST_PER_K = 16
+_FIRST_MOST = 4096
 
 
 def _best_k(values: np.ndarray, indices: np.ndarray, k: int, last: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -130,69 +106,63 @@ class _RunningTopK:
     descending, then index ascending; descending when ``last``), in no order until
     :meth:`result` orders them.
 
-    Once ``k`` documents are seen, a later document can enter a row only by beating the row's
-    k-th score (strictly; or equalling it, when ``last``: a later document has a larger index),
-    so a block of scores costs one comparison against that threshold. The few documents that
-    pass are collected; once some row holds more than k of them, every row keeps the best k of
-    its kept and collected documents (a partition, not a sort: :func:`_best_k`) and its
-    threshold rises. A stale threshold lets a few more documents pass, and the selections
-    become rare. Until the threshold means something the block is taken in chunks as large as
-    what was seen before them (k, 2k, 4k, ... documents): a chunk beats the k-th of the
-    documents before it about k times per row, whatever the scores.
-
-    A ``floor`` (each row's lower bound on its final k-th score, from ``sampled`` documents:
-    :func:`_sampled_floor`) lets the rows start full of padding with the floor as their
-    threshold (a document at or above it passes), and the chunks grow from the sample's size:
-    far fewer documents pass than from a threshold that starts at nothing.
+    The rows keep their first documents whole (16 k of them, at most 4,096 and the first block,
+    at least k: never more than a block of scores holds) and then their best k, whose k-th score is the row's threshold: a later document can enter a
+    row only by beating it (strictly; or equalling it, when ``last``: a later document has a
+    larger index), so a block of scores costs one comparison against that threshold. The few
+    documents that pass are collected; once some row holds more than k of them, every row keeps
+    the best k of its kept and collected documents (a partition, not a sort: :func:`_best_k`)
+    and its threshold rises. A stale threshold lets a few more documents pass, and the
+    selections become rare. The block is taken in chunks as large as what was seen before them
+    (doubling until a chunk is the whole block): a chunk beats the k-th of the documents before
+    it about k times per row, whatever the scores.
     """
 
-    def __init__(self, k: int, last: bool, floor: np.ndarray | None = None, sampled: int = 0) -> None:
+    def __init__(self, k: int, last: bool) -> None:
         self.k, self.last = k, last
+        self._first = k
         # A merge's padding: below every document's score, and after it among equal scores.
         self._pad_index = -1 if last else np.iinfo(np.int64).max
         self.values = np.empty((0, 0), np.float32)
         self.indices = np.empty((0, 0), np.int64)
-        self.threshold = np.empty(0, np.float32)
+        self.threshold = np.empty(0, np.float32)  # empty until the first documents are in
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending_counts = np.empty(0, np.int64)
-        self._floor, self._sampled = None, 0
-        if floor is not None:
-            self.values = np.full((floor.size, k), -np.inf, np.float32)
-            self.indices = np.full((floor.size, k), self._pad_index, np.int64)
-            self._pending_counts = np.zeros(floor.size, np.int64)
-            # Under "first" a document passes by beating the threshold: the float below the floor.
-            self._floor = floor if last else np.nextafter(floor, np.float32(-np.inf))
-            self.threshold, self._sampled = self._floor, sampled
 
     def add(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
         """Take the documents ``offset, offset + 1, ...`` (the columns of ``scores``; ``mask`` is
         a flat bool buffer of at least its size), every earlier document already taken."""
         if not self.values.size:
+            self._first = max(self.k, min(_FIRST_PER_K * self.k, _FIRST_MOST, scores.shape[1]))
             self.values = np.empty((scores.shape[0], 0), np.float32)
             self.indices = np.empty((scores.shape[0], 0), np.int64)
             self._pending_counts = np.zeros(scores.shape[0], np.int64)
         start, width = 0, scores.shape[1]
         while start < width:
-            filled = self.values.shape[1]
-            if filled < self.k:
-                stop = start + min(self.k - filled, width - start)
+            if not self.threshold.size:
+                stop = start + min(self._first - self.values.shape[1], width - start)
                 self._keep_all(scores[:, start:stop], offset + start)
             else:
-                stop = min(width, start + offset + start + self._sampled)
+                stop = min(width, start + offset + start)
                 self._collect_passing(scores[:, start:stop], offset + start, mask)
             start = stop
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every row's kept documents, ordered."""
+        """Every row's best k documents (all of them, with fewer), ordered."""
         self._flush()
+        if self.values.shape[1] > self.k:  # a corpus smaller than the first documents
+            self.values, self.indices, _ = _best_k(self.values, self.indices, self.k, self.last)
         return order_rows(self.values, self.indices, self.last)
 
     def _keep_all(self, scores: np.ndarray, offset: int) -> None:
-        """Keep every column (the rows hold fewer than k documents, and will not hold more)."""
+        """Keep every column (the rows hold fewer than their first documents, and will not hold
+        more); with the first documents in, keep the best k and take the threshold."""
         columns = np.arange(offset, offset + scores.shape[1])
         self.values = np.concatenate([self.values, scores], axis=1)
         self.indices = np.concatenate([self.indices, np.broadcast_to(columns, scores.shape)], axis=1)
-        if self.values.shape[1] == self.k:
+        if self.values.shape[1] == self._first > self.k:
+            self.values, self.indices, self.threshold = _best_k(self.values, self.indices, self.k, self.last)
+        elif self.values.shape[1] == self._first:
             self.threshold = self.values.min(axis=1)
 
     def _collect_passing(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
@@ -228,8 +198,7 @@ class _RunningTopK:
         merged_indices = np.full((n_rows, width), self._pad_index, np.int64)
         merged_values[:, : self.k], merged_indices[:, : self.k] = self.values, self.indices
         merged_values[rows, self.k + slots], merged_indices[rows, self.k + slots] = values, indices
-        self.values, self.indices, kth = _best_k(merged_values, merged_indices, self.k, self.last)
-        self.threshold = kth if self._floor is None else np.maximum(kth, self._floor)
+        self.values, self.indices, self.threshold = _best_k(merged_values, merged_indices, self.k, self.last)
         self._pending, self._pending_counts = [], np.zeros(n_rows, np.int64)
 
     def _keep_best_of_chunk(self, scores: np.ndarray, offset: int, rows: np.ndarray) -> None:
@@ -237,8 +206,7 @@ class _RunningTopK:
         columns = np.broadcast_to(np.arange(offset, offset + scores.shape[1]), (rows.size, scores.shape[1]))
         merged_values = np.concatenate([self.values[rows], scores[rows]], axis=1)
         merged_indices = np.concatenate([self.indices[rows], columns], axis=1)
-        self.values[rows], self.indices[rows], kth = _best_k(merged_values, merged_indices, self.k, self.last)
-        self.threshold[rows] = kth if self._floor is None else np.maximum(kth, self._floor[rows])
+        self.values[rows], self.indices[rows], self.threshold[rows] = _best_k(merged_values, merged_indices, self.k, self.last)
 
 
 def exact_topk(
@@ -288,12 +256,7 @@ def exact_topk(
         bad = np.flatnonzero(~np.isfinite(prepared).all(axis=1))
         raise ValueError(f"{bad.size} query vectors hold NaN or inf (first at row {bad[0]}); fix or drop them before searching")
     query_starts = range(0, len(prepared), query_block_size)
-    sample = _document_sample(documents, k, metric) if isinstance(documents, np.ndarray) else None
-    running = [
-        _RunningTopK(k, last) if sample is None
-        else _RunningTopK(k, last, _sampled_floor(prepared[q_start : q_start + query_block_size], sample, k), len(sample))
-        for q_start in query_starts
-    ]
+    running = [_RunningTopK(k, last) for _ in query_starts]
     # One score buffer and one mask buffer serve every block: a fresh 64 MiB product per block
     # pays its page faults again (measured: a third of the product's time). numpy allocates them:
     # it asks the kernel for huge pages for large arrays, torch's allocator does not (measured:
