@@ -25,8 +25,9 @@ def test_blocked_search_equals_brute_force_with_ties_to_the_smaller_index(doc_bl
 @pytest.mark.parametrize(("doc_block", "k"), [(7, 5), (64, 2), (64, 30), (1000, 30), (64, 900)])
 def test_ties_at_the_cut_across_blocks_follow_the_rule(ties_at_cut, doc_block, k):
     # Scores in {-8..8} over 700 documents: every row's k-th score is shared by documents of
-    # several blocks, kept ones and collected ones alike; k = 900 exceeds the corpus. At k = 2
-    # and 5 the thresholds start from a sample's floor, which many documents equal.
+    # several blocks, kept ones and collected ones alike; k = 900 exceeds the corpus. The rows
+    # keep their first documents whole (16 k, at most a block), so the first threshold is
+    # shared by many documents after them.
     rng = np.random.default_rng(13)
     queries = rng.integers(-2, 3, (30, 4)).astype(np.float32)
     documents = rng.integers(-1, 2, (700, 4)).astype(np.float32)
@@ -101,7 +102,7 @@ def test_importing_search_does_not_import_torch():
 @pytest.mark.parametrize("n_documents", [200, 2000])
 def test_documents_in_rising_score_order_remake_the_top_k_in_every_block(ties_at_cut, n_documents):
     # Each block beats every kept score (the selection path), with ties across the blocks' ends;
-    # eighths keep every product exact. 2,000 documents seed the thresholds from a sample first.
+    # eighths keep every product exact.
     rng = np.random.default_rng(5)
     documents = (np.arange(n_documents, dtype=np.float32) // 3)[:, None] * np.ones((1, 2), np.float32)
     queries = rng.integers(4, 12, (6, 2)).astype(np.float32) / 8
@@ -122,9 +123,9 @@ def test_nan_vectors_are_refused_with_their_row():
         exact_topk(np.array([[1, 0, 0], [np.inf, 0, 0]], np.float32), np.ones((4, 3), np.float32), 2)
 
 
-def test_infinite_document_scores_rank_without_a_sampled_floor():
-    # A +inf or -inf component makes the sample's error bound infinite: no floor, every document
-    # still ranked (the -inf ones last, by index).
+def test_infinite_document_scores_rank_like_any_other():
+    # Infinite components score +inf or -inf: kept, passed and ordered like any score, a -inf
+    # document still ahead of a merge's padding (the whole corpus ranked, the -inf ones last).
     rng = np.random.default_rng(17)
     documents = rng.standard_normal((1000, 4)).astype(np.float32)
     documents[[10, 500], 0], documents[[20, 30], 0] = np.inf, -np.inf
