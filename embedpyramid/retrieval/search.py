@@ -170,20 +170,23 @@ class _RunningTopK:
         compare = np.greater_equal if self.last else np.greater
         passed = mask[: scores.size]
         compare(scores, self.threshold[:, None], out=passed.reshape(scores.shape))
-        rows, columns = np.divmod(np.flatnonzero(passed), scores.shape[1])
+        passing = np.flatnonzero(passed)
+        rows, columns = np.divmod(passing, scores.shape[1])
+        # A whole block is contiguous: its values are read at the flat positions.
+        values = scores.reshape(-1)[passing] if scores.flags.c_contiguous else scores[rows, columns]
         counts = np.bincount(rows, minlength=scores.shape[0])
         heavy = counts > _MOST_PASSING * self.k
         if heavy.any():
             self._flush()
             self._keep_best_of_chunk(scores, offset, np.flatnonzero(heavy))
             light = ~heavy[rows]
-            rows, columns, counts = rows[light], columns[light], np.where(heavy, 0, counts)
+            rows, columns, values, counts = rows[light], columns[light], values[light], np.where(heavy, 0, counts)
         if not rows.size:
             return
         # The passing documents come row by row: a document's slot in its row's collection is
         # the row's earlier count plus its place among the row's new ones.
         slots = self._pending_counts[rows] + np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]
-        self._pending.append((rows, slots, columns + offset, scores[rows, columns]))
+        self._pending.append((rows, slots, columns + offset, values))
         self._pending_counts += counts
         if self._pending_counts.max() > self.k:
             self._flush()
@@ -194,10 +197,12 @@ class _RunningTopK:
             return
         rows, slots, indices, values = (np.concatenate(parts) for parts in zip(*self._pending, strict=True))
         n_rows, width = self.values.shape[0], self.k + int(self._pending_counts.max())
-        merged_values = np.full((n_rows, width), -np.inf, np.float32)
-        merged_indices = np.full((n_rows, width), self._pad_index, np.int64)
+        merged_values = np.empty((n_rows, width), np.float32)
+        merged_indices = np.empty((n_rows, width), np.int64)
         merged_values[:, : self.k], merged_indices[:, : self.k] = self.values, self.indices
-        merged_values[rows, self.k + slots], merged_indices[rows, self.k + slots] = values, indices
+        merged_values[:, self.k :], merged_indices[:, self.k :] = -np.inf, self._pad_index
+        at = rows * width + self.k + slots
+        merged_values.reshape(-1)[at], merged_indices.reshape(-1)[at] = values, indices
         self.values, self.indices, self.threshold = _best_k(merged_values, merged_indices, self.k, self.last)
         self._pending, self._pending_counts = [], np.zeros(n_rows, np.int64)
 
