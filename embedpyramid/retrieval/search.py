@@ -157,12 +157,15 @@ class _RunningTopK:
     def _keep_all(self, scores: np.ndarray, offset: int) -> None:
         """Keep every column (the rows hold fewer than their first documents, and will not hold
         more); with the first documents in, keep the best k and take the threshold."""
-        columns = np.arange(offset, offset + scores.shape[1])
-        self.values = np.concatenate([self.values, scores], axis=1)
-        self.indices = np.concatenate([self.indices, np.broadcast_to(columns, scores.shape)], axis=1)
-        if self.values.shape[1] == self._first > self.k:
-            self.values, self.indices, self.threshold = _best_k(self.values, self.indices, self.k, self.last)
-        elif self.values.shape[1] == self._first:
+        indices = np.broadcast_to(np.arange(offset, offset + scores.shape[1]), scores.shape)
+        if self.values.shape[1]:
+            scores = np.concatenate([self.values, scores], axis=1)
+            indices = np.concatenate([self.indices, indices], axis=1)
+        if scores.shape[1] == self._first > self.k:
+            self.values, self.indices, self.threshold = _best_k(scores, indices, self.k, self.last)
+            return
+        self.values, self.indices = scores.copy(), indices.copy()  # not views of the block's buffer
+        if scores.shape[1] == self._first:
             self.threshold = self.values.min(axis=1)
 
     def _collect_passing(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
