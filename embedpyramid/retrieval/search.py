@@ -107,15 +107,15 @@ class _RunningTopK:
     :meth:`result` orders them.
 
     The rows keep their first documents whole (16 k of them, at most 4,096 and the first block,
-    at least k: never more than a block of scores holds) and then their best k, whose k-th score is the row's threshold: a later document can enter a
-    row only by beating it (strictly; or equalling it, when ``last``: a later document has a
-    larger index), so a block of scores costs one comparison against that threshold. The few
-    documents that pass are collected; once some row holds more than k of them, every row keeps
-    the best k of its kept and collected documents (a partition, not a sort: :func:`_best_k`)
-    and its threshold rises. A stale threshold lets a few more documents pass, and the
-    selections become rare. The block is taken in chunks as large as what was seen before them
-    (doubling until a chunk is the whole block): a chunk beats the k-th of the documents before
-    it about k times per row, whatever the scores.
+    at least k) and then their best k, whose k-th score is the row's threshold: a later document
+    can enter a row only by beating it (strictly; or equalling it, when ``last``: a later
+    document has a larger index), so a block of scores costs one comparison against that
+    threshold. The few documents that pass are collected; once some row holds more than k of
+    them, every row keeps the best k of its kept and collected documents (a partition, not a
+    sort: :func:`_best_k`) and its threshold rises. A stale threshold lets a few more documents
+    pass, and the selections become rare. The block is taken in chunks as large as what was
+    seen before them (doubling until a chunk is the whole block): a chunk beats the k-th of the
+    documents before it about k times per row, whatever the scores.
     """
 
     def __init__(self, k: int, last: bool) -> None:
