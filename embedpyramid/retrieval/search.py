@@ -10,10 +10,10 @@ Scores are "larger is better" in every metric:
 
 The documents are consumed block by block, each block once, while a running top-k per query
 is merged (torch, imported when a search runs, computes the products): a block's scores are
-compared with each query's current k-th score and only the few that beat it are merged, so the
-selection costs little beside the product itself (see :class:`_RunningTopK`). Peak memory is the queries, their top-k, one
-block of documents and one ``query_block_size × doc_block_size`` block of scores — never the
-corpus. Ties in score are broken by document position, and the corpus is stored sorted by
+compared with each query's current k-th score and only the few that beat it are collected and
+merged by partition, so the selection costs little beside the product itself (see
+:class:`_RunningTopK`). Peak memory is the queries, their top-k, one block of documents and one
+``query_block_size × doc_block_size`` block of scores — never the corpus. Ties in score are broken by document position, and the corpus is stored sorted by
 doc_id: by default (``ties_at_cut="first"``) ties go to the smaller doc_id — the convention every
 metric in this project assumes; ``"last"`` keeps the larger ones, as MTEB's search does (its
 heap of ``(score, doc_id)`` pairs pops the smallest pair).
@@ -22,13 +22,10 @@ heap of ``(score, doc_id)`` pairs pops the smallest pair).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
-
-if TYPE_CHECKING:
-    import torch
 
 Metric = Literal["inner_product", "cosine", "l2"]
 TiesAtCut = Literal["first", "last"]
@@ -41,42 +38,6 @@ RUN_SCHEMA = pa.schema([
 def search_metric(similarity: Metric, normalized: bool) -> Metric:
     """The metric a search needs: cosine over vectors that are already unit is the inner product."""
     return "inner_product" if similarity == "cosine" and normalized else similarity
-
-
-def _order_by_score_then_index(values: torch.Tensor, indices: torch.Tensor,
-                               last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sort each row by (score descending, index ascending; descending when ``last``)."""
-    import torch
-
-    by_index = torch.argsort(indices, dim=1, descending=last)
-    values, indices = values.gather(1, by_index), indices.gather(1, by_index)
-    by_score = torch.sort(values, dim=1, descending=True, stable=True).indices
-    return values.gather(1, by_score), indices.gather(1, by_score)
-
-
-def _block_topk(scores: torch.Tensor, k: int, last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-k of each row with ties at the k-th score resolved to the smallest indices (the
-    largest when ``last``: the same selection on the row read backwards).
-
-    ``torch.topk`` picks arbitrarily among values equal to the k-th. A row is ambiguous only
-    when its (k+1)-th largest value equals its k-th, so one extra column finds those rows (far
-    cheaper than counting ties over the whole block); they are redone with a stable sort.
-    """
-    import torch
-
-    if last:
-        values, indices = _block_topk(scores.flip(1), k)
-        return values, scores.shape[1] - 1 - indices
-
-    extra = min(k + 1, scores.shape[1])
-    values, indices = torch.topk(scores, extra, dim=1, largest=True, sorted=True)
-    if extra > k:
-        ambiguous = (values[:, k] == values[:, k - 1]).nonzero().flatten()
-        values, indices = values[:, :k].clone(), indices[:, :k].clone()
-        for row in ambiguous.tolist():
-            ordered = torch.sort(scores[row], descending=True, stable=True)
-            values[row], indices[row] = ordered.values[:k], ordered.indices[:k]
-    return _order_by_score_then_index(values, indices)
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
@@ -111,130 +72,149 @@ def order_rows(scores: np.ndarray, indices: np.ndarray, last: bool = False) -> t
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(indices, order, axis=1)
 
 
-# A row with more documents passing its threshold than this many times k takes the chunk's own
-# top-k first (a selection over the row) rather than a merge as wide as the chunk.
+# A row with more documents passing its threshold in one chunk than this many times k has its
+# best k taken from its kept documents and the whole chunk at once, rather than collected.
 _MOST_PASSING = 4
+# Every row keeps its first _FIRST_PER_K * k documents whole (at most _FIRST_MOST and the first
+# block, at least k) before its first selection: the threshold starts from the k-th of many.
+_FIRST_PER_K = 16
+_FIRST_MOST = 4096
+
+
+def _best_k(values: np.ndarray, indices: np.ndarray, k: int, last: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``k`` best columns of each row (``k`` below the width), unordered, and each row's k-th
+    score. Best: score descending, then index ascending (descending when ``last``).
+
+    A partition finds them, picking arbitrarily among scores equal to the k-th: a row with more
+    than k scores at or above its k-th (a tie at the cut) is ordered in full instead.
+    """
+    cut = values.shape[1] - k
+    best = np.argpartition(values, cut, axis=1)[:, cut:]  # the k-th largest first
+    best_values, best_indices = np.take_along_axis(values, best, 1), np.take_along_axis(indices, best, 1)
+    kth = best_values[:, 0].copy()  # the rows ordered below overwrite best_values
+    tied = np.flatnonzero(np.count_nonzero(values >= kth[:, None], axis=1) > k)
+    if tied.size:
+        tied_values, tied_indices = values[tied], indices[tied]
+        order = np.lexsort((-tied_indices if last else tied_indices, -tied_values), axis=1)[:, :k]
+        best_values[tied] = np.take_along_axis(tied_values, order, 1)
+        best_indices[tied] = np.take_along_axis(tied_indices, order, 1)
+    return best_values, best_indices, kth
 
 
 class _RunningTopK:
-    """The best ``k`` (score, index) pairs of some queries over the documents seen so far, each row
-    ordered by score descending then index ascending (descending when ``last``).
+    """The best ``k`` (score, index) pairs of some queries over the documents seen so far (score
+    descending, then index ascending; descending when ``last``), in no order until
+    :meth:`result` orders them.
 
-    Once ``k`` documents are seen, a later document can enter a row only by beating the row's
-    k-th score (strictly; or equalling it, when ``last``: a later document has a larger index),
-    so a block of scores costs one comparison against that threshold and a merge of the few
-    documents that pass with the row's current best, not a selection over the whole block.
-    Until the threshold means something the block is taken in chunks as large as what was seen
-    before them (k, 2k, 4k, ... documents): a chunk beats the k-th of the documents before it
-    about k times per row, whatever the scores. The documents that pass are collected and
-    merged once a row holds more than k of them: a stale threshold lets a few more pass, and
-    the merges (a sort per row) become rare.
+    The rows keep their first documents whole (16 k of them, at most 4,096 and the first block,
+    at least k) and then their best k, whose k-th score is the row's threshold: a later document
+    can enter a row only by beating it (strictly; or equalling it, when ``last``: a later
+    document has a larger index), so a block of scores costs one comparison against that
+    threshold. The few documents that pass are collected; once some row holds more than k of
+    them, every row keeps the best k of its kept and collected documents (a partition, not a
+    sort: :func:`_best_k`) and its threshold rises. A stale threshold lets a few more documents
+    pass, and the selections become rare. The block is taken in chunks as large as what was
+    seen before them (doubling until a chunk is the whole block): a chunk beats the k-th of the
+    documents before it about k times per row, whatever the scores.
     """
 
     def __init__(self, k: int, last: bool) -> None:
         self.k, self.last = k, last
+        self._first = k
+        # A merge's padding: below every document's score, and after it among equal scores.
+        self._pad_index = -1 if last else np.iinfo(np.int64).max
         self.values = np.empty((0, 0), np.float32)
         self.indices = np.empty((0, 0), np.int64)
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._pending_counts: np.ndarray | None = None
+        self.threshold = np.empty(0, np.float32)  # empty until the first documents are in
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending_counts = np.empty(0, np.int64)
 
     def add(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
         """Take the documents ``offset, offset + 1, ...`` (the columns of ``scores``; ``mask`` is
-        a flat bool buffer of at least its size), every earlier document already taken; call
-        :meth:`flush` after the last."""
+        a flat bool buffer of at least its size), every earlier document already taken."""
         if not self.values.size:
+            self._first = max(self.k, min(_FIRST_PER_K * self.k, _FIRST_MOST, scores.shape[1]))
             self.values = np.empty((scores.shape[0], 0), np.float32)
             self.indices = np.empty((scores.shape[0], 0), np.int64)
+            self._pending_counts = np.zeros(scores.shape[0], np.int64)
         start, width = 0, scores.shape[1]
         while start < width:
-            filled = self.values.shape[1]
-            if filled < self.k:
-                stop = start + min(self.k - filled, width - start)
-                self._merge_all(scores[:, start:stop], offset + start)
+            if not self.threshold.size:
+                stop = start + min(self._first - self.values.shape[1], width - start)
+                self._keep_all(scores[:, start:stop], offset + start)
             else:
                 stop = min(width, start + offset + start)
-                self._merge_passing(scores[:, start:stop], offset + start, mask)
+                self._collect_passing(scores[:, start:stop], offset + start, mask)
             start = stop
 
-    def _merge(self, values: np.ndarray, indices: np.ndarray, rows: slice | np.ndarray = slice(None)) -> None:
-        """Merge documents whose indices all exceed the kept ones in ``rows``; among equal
-        ``values`` the indices ascend (descend when ``last``), ``-inf`` pads after them."""
-        # A stable sort of [kept, new] orders ties by index ascending; of [new, kept], descending
-        # (measured faster than merging by searchsorted positions, in numpy or torch).
-        kept = (self.values[rows], self.indices[rows])
-        first, second = ((values, indices), kept) if self.last else (kept, (values, indices))
-        merged_values = np.concatenate([first[0], second[0]], axis=1)
-        merged_indices = np.concatenate([first[1], second[1]], axis=1)
-        order = np.argsort(-merged_values, axis=1, kind="stable")[:, : self.k]
-        values, indices = np.take_along_axis(merged_values, order, axis=1), np.take_along_axis(merged_indices, order, axis=1)
-        if isinstance(rows, slice):
-            self.values, self.indices = values, indices
-        else:
-            self.values[rows], self.indices[rows] = values, indices
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's best k documents (all of them, with fewer), ordered."""
+        self._flush()
+        if self.values.shape[1] > self.k:  # a corpus smaller than the first documents
+            self.values, self.indices, _ = _best_k(self.values, self.indices, self.k, self.last)
+        return order_rows(self.values, self.indices, self.last)
 
-    def _merge_all(self, scores: np.ndarray, offset: int) -> None:
-        """Merge every column (the row is not full yet)."""
-        columns = np.arange(scores.shape[1])[::-1] if self.last else np.arange(scores.shape[1])
-        self._merge(scores[:, columns], np.tile(columns + offset, (scores.shape[0], 1)))
-
-    def _merge_passing(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
-        """Collect the columns that beat their row's k-th score (every row is full); they are
-        merged once some row holds more than k of them (:meth:`flush`)."""
-        threshold = self.values[:, -1]
-        if self.last and np.isneginf(threshold).any():  # a -inf pad would tie at the cut
-            self.flush()
-            self._merge_selected(scores, offset, np.arange(scores.shape[0]))
+    def _keep_all(self, scores: np.ndarray, offset: int) -> None:
+        """Keep every column (the rows hold fewer than their first documents, and will not hold
+        more); with the first documents in, keep the best k and take the threshold."""
+        indices = np.broadcast_to(np.arange(offset, offset + scores.shape[1]), scores.shape)
+        if self.values.shape[1]:
+            scores = np.concatenate([self.values, scores], axis=1)
+            indices = np.concatenate([self.indices, indices], axis=1)
+        if scores.shape[1] == self._first > self.k:
+            self.values, self.indices, self.threshold = _best_k(scores, indices, self.k, self.last)
             return
+        self.values, self.indices = scores.copy(), indices.copy()  # not views of the block's buffer
+        if scores.shape[1] == self._first:
+            self.threshold = self.values.min(axis=1)
+
+    def _collect_passing(self, scores: np.ndarray, offset: int, mask: np.ndarray) -> None:
+        """Collect the columns that beat their row's k-th score (every row is full)."""
         compare = np.greater_equal if self.last else np.greater
-        compare(scores, threshold[:, None], out=mask[: scores.size].reshape(scores.shape))
-        passing = np.flatnonzero(mask[: scores.size])
-        if not passing.size:
-            return
+        passed = mask[: scores.size]
+        compare(scores, self.threshold[:, None], out=passed.reshape(scores.shape))
+        passing = np.flatnonzero(passed)
         rows, columns = np.divmod(passing, scores.shape[1])
+        # A whole block is contiguous: its values are read at the flat positions.
+        values = scores.reshape(-1)[passing] if scores.flags.c_contiguous else scores[rows, columns]
         counts = np.bincount(rows, minlength=scores.shape[0])
-        remade = counts > _MOST_PASSING * self.k
-        if remade.any():  # rows the chunk remakes: select in them first
-            self.flush()
-            self._merge_selected(scores, offset, np.flatnonzero(remade))
-            light = ~remade[rows]
-            rows, columns, counts = rows[light], columns[light], np.where(remade, 0, counts)
-        self._pending.append((rows, columns + offset, scores[rows, columns]))
-        self._pending_counts = counts if self._pending_counts is None else self._pending_counts + counts
-        if self._pending_counts.max() > self.k:
-            self.flush()
-
-    def flush(self) -> None:
-        """Merge the collected documents (their indices exceed every kept one's)."""
-        if not self._pending:
-            return
-        rows, indices, values = (np.concatenate(parts) for parts in zip(*self._pending, strict=True))
-        counts = self._pending_counts
-        self._pending, self._pending_counts = [], None
+        heavy = counts > _MOST_PASSING * self.k
+        if heavy.any():
+            self._flush()
+            self._keep_best_of_chunk(scores, offset, np.flatnonzero(heavy))
+            light = ~heavy[rows]
+            rows, columns, values, counts = rows[light], columns[light], values[light], np.where(heavy, 0, counts)
         if not rows.size:
             return
-        by_row = np.argsort(rows, kind="stable")  # within a row: chunk by chunk, index ascending
-        rows, indices, values = rows[by_row], indices[by_row], values[by_row]
-        active = np.flatnonzero(counts)
-        slot = np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]
-        if self.last:
-            slot = counts[rows] - 1 - slot
-        row = (np.cumsum(counts > 0) - 1)[rows]
-        # Pads at -inf sort below every document that passed a finite threshold and every kept one.
-        most = int(counts.max())
-        dense_values = np.full((active.size, most), -np.inf, np.float32)
-        dense_indices = np.full((active.size, most), -1, np.int64)
-        dense_values[row, slot] = values
-        dense_indices[row, slot] = indices
-        self._merge(dense_values, dense_indices, active)
+        # The passing documents come row by row: a document's slot in its row's collection is
+        # the row's earlier count plus its place among the row's new ones.
+        slots = self._pending_counts[rows] + np.arange(rows.size) - (np.cumsum(counts) - counts)[rows]
+        self._pending.append((rows, slots, columns + offset, values))
+        self._pending_counts += counts
+        if self._pending_counts.max() > self.k:
+            self._flush()
 
-    def _merge_selected(self, scores: np.ndarray, offset: int, rows: np.ndarray) -> None:
-        """Merge the chunk's own top-k of ``rows`` (torch's selection, ties resolved as in the
-        kept rows)."""
-        import torch
+    def _flush(self) -> None:
+        """Keep each row's best k of its kept and collected documents."""
+        if not self._pending:
+            return
+        rows, slots, indices, values = (np.concatenate(parts) for parts in zip(*self._pending, strict=True))
+        n_rows, width = self.values.shape[0], self.k + int(self._pending_counts.max())
+        merged_values = np.empty((n_rows, width), np.float32)
+        merged_indices = np.empty((n_rows, width), np.int64)
+        merged_values[:, : self.k], merged_indices[:, : self.k] = self.values, self.indices
+        merged_values[:, self.k :], merged_indices[:, self.k :] = -np.inf, self._pad_index
+        at = rows * width + self.k + slots
+        merged_values.reshape(-1)[at], merged_indices.reshape(-1)[at] = values, indices
+        self.values, self.indices, self.threshold = _best_k(merged_values, merged_indices, self.k, self.last)
+        self._pending, self._pending_counts = [], np.zeros(n_rows, np.int64)
 
-        with torch.inference_mode():
-            values, indices = _block_topk(torch.from_numpy(scores[rows]), min(self.k, scores.shape[1]), self.last)
-        self._merge(values.numpy(), indices.numpy() + offset, rows)
+    def _keep_best_of_chunk(self, scores: np.ndarray, offset: int, rows: np.ndarray) -> None:
+        """Keep, in ``rows``, the best k of the kept documents and the whole chunk."""
+        columns = np.broadcast_to(np.arange(offset, offset + scores.shape[1]), (rows.size, scores.shape[1]))
+        merged_values = np.concatenate([self.values[rows], scores[rows]], axis=1)
+        merged_indices = np.concatenate([self.indices[rows], columns], axis=1)
+        self.values[rows], self.indices[rows], self.threshold[rows] = _best_k(merged_values, merged_indices, self.k, self.last)
 
 
 def exact_topk(
@@ -286,7 +266,9 @@ def exact_topk(
     query_starts = range(0, len(prepared), query_block_size)
     running = [_RunningTopK(k, last) for _ in query_starts]
     # One score buffer and one mask buffer serve every block: a fresh 64 MiB product per block
-    # pays its page faults again (measured: a third of the product's time).
+    # pays its page faults again (measured: a third of the product's time). numpy allocates them:
+    # it asks the kernel for huge pages for large arrays, torch's allocator does not (measured:
+    # product and scan ~2.5% faster).
     score_buffer, mask_buffer = torch.empty(0), np.empty(0, bool)
     seen = 0
     with torch.inference_mode():
@@ -298,7 +280,7 @@ def exact_topk(
                 query_block = torch.from_numpy(prepared[q_start : q_start + query_block_size])
                 shape, size = (len(query_block), len(block)), len(query_block) * len(block)
                 if score_buffer.numel() < size:
-                    score_buffer, mask_buffer = torch.empty(size), np.empty(size, bool)
+                    score_buffer, mask_buffer = torch.from_numpy(np.empty(size, np.float32)), np.empty(size, bool)
                 # torch's BLAS (MKL on x86) computes the product, measured ~20% faster than
                 # numpy's OpenBLAS for these shapes on this class of CPU.
                 scores = torch.matmul(query_block, block.T, out=score_buffer[:size].view(shape)).numpy()
@@ -313,11 +295,8 @@ def exact_topk(
     depth = min(k, seen)
     all_scores = np.empty((len(prepared), depth), np.float32)
     all_indices = np.empty((len(prepared), depth), np.int64)
-    for q_start, top in zip(query_starts, running, strict=True):
-        top.flush()
-        if top.values.size:
-            all_scores[q_start : q_start + query_block_size] = top.values
-            all_indices[q_start : q_start + query_block_size] = top.indices
+    for q_start, top in zip(query_starts, running, strict=True) if depth else ():
+        all_scores[q_start : q_start + query_block_size], all_indices[q_start : q_start + query_block_size] = top.result()
     if metric == "l2":
         query_norms = np.einsum("nd,nd->n", queries, queries, dtype=np.float32)[:, None]
         return order_rows(2 * all_scores - query_norms, all_indices, last)

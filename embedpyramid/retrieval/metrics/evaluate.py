@@ -22,6 +22,7 @@ from embedpyramid.retrieval.metrics.ranking import (
     cut_run,
     judged_qrels,
     judged_ranking,
+    pair_keys,
     straddling_groups,
 )
 from embedpyramid.retrieval.metrics.recall import recall_at_k
@@ -190,9 +191,9 @@ def _check_frame(frame: pl.DataFrame, frame_name: str, columns: dict[str, str]) 
         n_missing = frame[column].null_count()
         if n_missing:
             raise ValueError(f"{frame_name}.{column} has {n_missing} null values")
-    # Equal pairs hash equally: only a frame with a repeated hash needs the exact (string) check.
-    hashes = np.sort(frame.select(pl.struct("query_id", "doc_id").hash()).to_series().to_numpy())
-    if not (hashes[1:] == hashes[:-1]).any():
+    # Equal pairs have equal keys: only a frame with a repeated key needs the exact (string) check.
+    keys = np.sort(pair_keys(frame["query_id"].hash().to_numpy(), frame["doc_id"].hash().to_numpy()))
+    if not (keys[1:] == keys[:-1]).any():
         return
     duplicated = frame.filter(frame.select("query_id", "doc_id").is_duplicated())
     if duplicated.height:

@@ -20,7 +20,8 @@ it and ``R`` are relevant in all. At its ``t``-th rank (``t = 1..n``):
   CompleteEvidence@k is its value at k.
 
 A group of one gives back the deterministic values exactly (0 or 1, the usual cumulative
-counts), so one code path serves all three rules. The ratios of binomial coefficients are
+counts): a run's ranks take those values from counts along its ordered documents, and only its
+groups of two or more, under ``expected``, take the algebra. The ratios of binomial coefficients are
 computed from log-gamma; a group whose ranks reach past the run's depth (the random-ranking
 floor's single group of the whole corpus) needs nothing else.
 
@@ -118,12 +119,16 @@ def judged_ranking(
     depth: int,
     ideal_depth: int,
 ) -> tuple[JudgedRanking, TieGroups]:
-    """The ranking of the evaluated queries to ``depth`` ranks, and the run's score-tie groups.
+    """The ranking of the evaluated queries to ``depth`` ranks, and the run's tie groups of two
+    or more documents.
 
     ``run`` has query_id, doc_id, score; ``judged`` is :func:`judged_qrels` of the evaluated
-    queries. Ids are coded as integers once (enumerations of the evaluated queries and of the
-    judged documents); the run's rows are ordered and looked up in the qrels on those codes, and
-    only rows of tied scores are ordered by their doc_id strings.
+    queries. Query ids are coded as integers once (the enumeration of the evaluated queries),
+    (query, document) pairs as integer keys (:func:`_run_grades`); the run's rows are ordered
+    and looked up in the qrels on those, and only rows of tied scores are ordered by their
+    doc_id strings. Every matrix of the ranking
+    comes from the ordered rows' grades and cumulative counts along each query's ranks; under
+    ``expected`` the ranks of tie groups then take the tie algebra.
     """
     n_queries = len(evaluated)
     judged_query = judged["query_index"].to_numpy()
@@ -140,16 +145,22 @@ def judged_ranking(
     rows = np.flatnonzero(kept)
     query, score = query[rows], run["score"].to_numpy()[rows]
     order = _by_query_then_score(query, score)
-    rows, query, score = rows[order], query[order], score[order]
+    if order is not None:
+        rows, query, score = rows[order], query[order], score[order]
+    tied = np.zeros(rows.size, dtype=bool)  # same query and score as the row before
+    tied[1:] = (query[1:] == query[:-1]) & (score[1:] == score[:-1])
     if conventions.ties != "expected":
-        rows = _tied_rows_by_doc_id(rows, query, score, run["doc_id"], descending=conventions.ties == "trec_eval")
+        rows = _tied_rows_by_doc_id(rows, tied, run["doc_id"], descending=conventions.ties == "trec_eval")
     grade, is_judged = _run_grades(run["doc_id"], rows, query, judged)
-    tied = _tie_groups(query, score, grade, is_judged, conventions)
-    groups = tied if conventions.ties == "expected" else _singletons(query, grade, is_judged, conventions)
-    counts = np.bincount(query, minlength=n_queries)
-    width = max(1, min(depth, int(counts.max(initial=0))))
-    ranking = ranking_from_groups(groups, n_relevant, ideal, counts, width)
-    return ranking, tied
+    retrieved = np.bincount(query, minlength=n_queries)
+    rank = np.arange(query.size) - (np.cumsum(retrieved) - retrieved)[query]
+    groups = _tie_groups(tied, query, rank, grade, is_judged, conventions)
+    width = max(1, min(depth, int(retrieved.max(initial=0))))
+    ranking = _ranking_from_ranks(
+        query, rank, grade, is_judged, groups if conventions.ties == "expected" else None,
+        n_relevant, ideal, retrieved, width, conventions,
+    )
+    return ranking, groups
 
 
 def _codes(values: pl.Series, categories: list[str]) -> np.ndarray:
@@ -162,10 +173,14 @@ def _codes(values: pl.Series, categories: list[str]) -> np.ndarray:
     return np.repeat(coded.cast(pl.Int64).fill_null(-1).to_numpy(), np.diff(starts, append=values.len()))
 
 
-def _by_query_then_score(query: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Order of rows by query code, then score descending (ties in any order). A run that comes
-    grouped by query in score order (as :func:`embedpyramid.retrieval.search.run_table` writes
-    it) needs one stable pass over runs of equal codes."""
+def _by_query_then_score(query: np.ndarray, score: np.ndarray) -> np.ndarray | None:
+    """Order of rows by query code, then score descending (ties in any order); None when the
+    rows come in that order, as :func:`embedpyramid.retrieval.search.run_table` writes a run
+    whose queries are in the evaluated (sorted) order. A run grouped by query in score order
+    needs one stable pass over runs of equal codes."""
+    same_query = query[1:] == query[:-1]
+    if (query[1:] >= query[:-1]).all() and not ((score[1:] > score[:-1]) & same_query).any():
+        return None
     order = np.argsort(query, kind="stable")
     same_query = query[order][1:] == query[order][:-1]
     ranked = score[order]
@@ -175,80 +190,137 @@ def _by_query_then_score(query: np.ndarray, score: np.ndarray) -> np.ndarray:
     return order
 
 
-def _tied_rows_by_doc_id(
-    rows: np.ndarray, query: np.ndarray, score: np.ndarray, doc_ids: pl.Series, *, descending: bool
-) -> np.ndarray:
-    """``rows`` (ordered by query, then score) with each group of equal scores ordered by doc_id."""
-    equal = (query[1:] == query[:-1]) & (score[1:] == score[:-1])
-    if not equal.any():
-        return rows
-    in_group = np.zeros(rows.size, dtype=bool)
-    in_group[1:] |= equal
-    in_group[:-1] |= equal
+def _tie_members(tied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the rows in tie groups of two or more (``tied``: the row ties the one before
+    it), and which of them start a group."""
+    in_group = tied.copy()
+    in_group[:-1] |= tied[1:]
     positions = np.flatnonzero(in_group)
-    group = np.cumsum(np.concatenate([[True], ~equal]))[positions]
+    return positions, ~tied[positions]
+
+
+def _tied_rows_by_doc_id(rows: np.ndarray, tied: np.ndarray, doc_ids: pl.Series, *, descending: bool) -> np.ndarray:
+    """``rows`` (ordered by query, then score) with each group of equal scores ordered by doc_id."""
+    if not tied.any():
+        return rows
+    positions, starts = _tie_members(tied)
     ordered = pl.DataFrame(
-        {"group": group, "doc_id": doc_ids.gather(rows[positions]), "row": rows[positions]}
+        {"group": np.cumsum(starts), "doc_id": doc_ids.gather(rows[positions]), "row": rows[positions]}
     ).sort("group", "doc_id", descending=[False, descending])
     rows = rows.copy()
     rows[positions] = ordered["row"].to_numpy()
     return rows
 
 
+# Odd 64-bit multiplier (2^64 / golden ratio) that spreads a query's code over a pair key's bits.
+_QUERY_SPREAD = np.uint64(0x9E3779B97F4A7C15)
+
+
 def _run_grades(
     doc_ids: pl.Series, rows: np.ndarray, query: np.ndarray, judged: pl.DataFrame
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Grade (0 where unjudged) and judged flag of each run row, matched on (query code, code of
-    the document among the judged ones)."""
-    judged_docs = judged["doc_id"].unique().sort().to_list()
-    n_docs = max(len(judged_docs), 1)
-    judged_keys = judged["query_index"].to_numpy() * n_docs + _codes(judged["doc_id"], judged_docs)
-    by_key = np.argsort(judged_keys)
-    doc = _codes(doc_ids, judged_docs)[rows]
-    keys = query * n_docs + doc
+    """Grade (0 where unjudged) and judged flag of each run row (``rows`` of ``doc_ids``, of query
+    codes ``query``). A (query, document) pair is keyed by an integer, the doc_id's 64-bit hash
+    mixed with the query code, and the run's keys are joined to the qrels' keys on integers;
+    a key can collide, so every match is confirmed on the query code and the doc_id itself."""
     grade = np.zeros(rows.size, dtype=np.int64)
     is_judged = np.zeros(rows.size, dtype=bool)
-    if judged_keys.size:
-        at = np.minimum(np.searchsorted(judged_keys[by_key], keys), judged_keys.size - 1)
-        is_judged = (doc >= 0) & (judged_keys[by_key][at] == keys)
-        grade[is_judged] = judged["relevance"].to_numpy()[by_key][at[is_judged]]
+    if not judged.height or not rows.size:
+        return grade, is_judged
+    judged_query = judged["query_index"].to_numpy()
+    matches = pl.DataFrame({"key": pair_keys(query, doc_ids.hash().to_numpy()[rows])}).with_row_index("at").join(
+        pl.DataFrame({"key": pair_keys(judged_query, judged["doc_id"].hash().to_numpy())}).with_row_index("qrel"),
+        on="key",
+    )
+    at, qrel = matches["at"].to_numpy(), matches["qrel"].to_numpy()
+    same = (query[at] == judged_query[qrel]) & (
+        doc_ids.gather(rows[at]) == judged["doc_id"].gather(qrel)
+    ).to_numpy()
+    at, qrel = at[same], qrel[same]
+    is_judged[at] = True
+    grade[at] = judged["relevance"].to_numpy()[qrel]
     return grade, is_judged
+
+
+def pair_keys(query: np.ndarray, doc_hash: np.ndarray) -> np.ndarray:
+    """An integer key per (query, document) pair from the query's code (or hash) and the
+    doc_id's 64-bit hash: equal pairs, equal keys; unequal pairs collide with odds of 2^-64."""
+    return doc_hash ^ (query.astype(np.uint64) * _QUERY_SPREAD)
+
+
+def _tie_groups(
+    tied: np.ndarray, query: np.ndarray, rank: np.ndarray, grade: np.ndarray, is_judged: np.ndarray,
+    conventions: MetricConventions,
+) -> TieGroups:
+    """Tie groups of two or more documents: runs of equal scores within a query (rows ordered by
+    query, then score descending; ``tied``: the row ties the one before it)."""
+    positions, starts = _tie_members(tied)
+    group = np.cumsum(starts) - 1
+    first = positions[starts]
+    grade = grade[positions]
+    return TieGroups(
+        query=query[first],
+        start=rank[first],
+        size=np.bincount(group, minlength=first.size),
+        relevant=np.bincount(group, weights=grade >= conventions.relevance_threshold, minlength=first.size),
+        gain=np.bincount(group, weights=graded_gain(grade, conventions.gain), minlength=first.size),
+        judged=np.bincount(group, weights=is_judged[positions], minlength=first.size),
+    )
+
+
+def _ranking_from_ranks(
+    query: np.ndarray, rank: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, groups: TieGroups | None,
+    n_relevant: np.ndarray, ideal: np.ndarray, retrieved: np.ndarray, width: int, conventions: MetricConventions,
+) -> JudgedRanking:
+    """The ranking of ordered documents (``query``, 0-based ``rank``, ``grade``, judged flag):
+    each query's relevant count up to each rank gives the relevant pairs, ``missed`` and
+    ``found_all`` (carried past the last retrieved document by the count itself); the ranks of
+    ``groups`` then take the tie algebra's expectations (a group of one would take its own
+    values back)."""
+    n_queries = n_relevant.shape[0]
+    shown = rank < width
+    cells = query[shown] * width + rank[shown]
+    shown_grade = grade[shown]
+
+    def matrix(entries: np.ndarray) -> np.ndarray:
+        dense = np.zeros(n_queries * width)
+        dense[cells] = entries
+        return dense.reshape(n_queries, width)
+
+    relevant = matrix(shown_grade >= conventions.relevance_threshold)
+    gains = matrix(graded_gain(shown_grade, conventions.gain))
+    judged = matrix(is_judged[shown])
+    found = np.cumsum(relevant, axis=1)
+    pairs = relevant * found
+    missed = (found == 0).astype(np.float64)
+    found_all = ((found == n_relevant[:, None]) & (retrieved > 0)[:, None]).astype(np.float64)
+    if groups is not None and groups.size.size:
+        before = np.where(groups.start > 0, found[groups.query, np.clip(groups.start - 1, 0, width - 1)], 0.0)
+        group_query, group_rank, *values = _tied_entries(groups, before, n_relevant, width)
+        for dense, entries in zip((gains, relevant, judged, pairs, missed, found_all), values, strict=True):
+            dense[group_query, group_rank] = entries
+    return JudgedRanking(
+        gains=gains, relevant=relevant, judged=judged, relevant_pairs=pairs, missed=missed,
+        found_all=found_all, n_relevant=n_relevant, ideal_gains=ideal, retrieved=retrieved,
+    )
 
 
 def ranking_from_groups(
     groups: TieGroups, n_relevant: np.ndarray, ideal: np.ndarray, retrieved: np.ndarray, width: int
 ) -> JudgedRanking:
-    """Expand tie groups into the per-rank expectations of :class:`JudgedRanking`."""
-    before = _relevant_before(groups)
-    alone = groups.size == 1
-    entries = [_alone_entries(groups, np.flatnonzero(alone), before, n_relevant, width)]
-    if not alone.all():
-        entries.append(_tied_entries(groups, np.flatnonzero(~alone), before, n_relevant, width))
-    query, rank, *values = (np.concatenate(parts) for parts in zip(*entries, strict=True))
+    """Expand tie groups that hold every retrieved document (the random-ranking floor: one group
+    per query) into the per-rank expectations of :class:`JudgedRanking`."""
+    query, rank, *values = _tied_entries(groups, _relevant_before(groups), n_relevant, width)
     return _dense_ranking(query, rank, tuple(values), n_relevant, ideal, retrieved, width)
 
 
-def _alone_entries(
-    groups: TieGroups, selected: np.ndarray, before: np.ndarray, n_relevant: np.ndarray, width: int
-) -> tuple[np.ndarray, ...]:
-    """(query, rank, gain, P(relevant), P(judged), relevant pairs, missed, found_all) of the
-    ``selected`` groups of one document: the tie algebra's values at n = 1 (relevant or not,
-    found or missed), without it."""
-    selected = selected[groups.start[selected] < width]
-    query, relevant, before = groups.query[selected], groups.relevant[selected], before[selected]
-    missed = np.where((before == 0) & (relevant == 0), 1.0, 0.0)
-    found_all = np.where(before + relevant == n_relevant[query], 1.0, 0.0)
-    return (query, groups.start[selected], groups.gain[selected], relevant, groups.judged[selected],
-            relevant * (1.0 + before), missed, found_all)
-
-
 def _tied_entries(
-    groups: TieGroups, selected: np.ndarray, before: np.ndarray, n_relevant: np.ndarray, width: int
+    groups: TieGroups, before: np.ndarray, n_relevant: np.ndarray, width: int
 ) -> tuple[np.ndarray, ...]:
-    """The entries of :func:`_alone_entries` for ``selected`` groups of any size: one per (group,
-    rank within the group) inside the first ``width`` ranks."""
-    shown = np.clip(np.minimum(groups.size[selected], width - groups.start[selected]), 0, None)
-    member = np.repeat(selected, shown)
+    """(query, rank, gain, P(relevant), P(judged), relevant pairs, missed, found_all) of every
+    group's ranks inside the first ``width`` (``before``: each group's R_before)."""
+    shown = np.clip(np.minimum(groups.size, width - groups.start), 0, None)
+    member = np.repeat(np.arange(shown.size), shown)
     offset = np.arange(member.shape[0]) - np.repeat(np.cumsum(shown) - shown, shown) + 1  # t, 1-based
     query = groups.query[member]
     rank = groups.start[member] + offset - 1
@@ -320,39 +392,6 @@ def _query_index(evaluated: Sequence[str]) -> pl.DataFrame:
     return pl.DataFrame(
         {"query_id": list(evaluated), "query_index": np.arange(len(evaluated), dtype=np.int64)},
         schema={"query_id": pl.String, "query_index": pl.Int64},
-    )
-
-
-def _tie_groups(
-    query: np.ndarray, score: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, conventions: MetricConventions
-) -> TieGroups:
-    """Runs of equal scores within a query (rows sorted by query, then score descending)."""
-    if query.size == 0:
-        return _singletons(query, grade, is_judged, conventions)
-    new = np.ones(query.size, dtype=bool)
-    new[1:] = (query[1:] != query[:-1]) | (score[1:] != score[:-1])
-    return _aggregate(np.cumsum(new) - 1, query, grade, is_judged, conventions)
-
-
-def _singletons(
-    query: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, conventions: MetricConventions
-) -> TieGroups:
-    return _aggregate(np.arange(query.size), query, grade, is_judged, conventions)
-
-
-def _aggregate(
-    group: np.ndarray, query: np.ndarray, grade: np.ndarray, is_judged: np.ndarray, conventions: MetricConventions
-) -> TieGroups:
-    n_groups = int(group.max(initial=-1)) + 1
-    first = np.flatnonzero(np.diff(group, prepend=-1))
-    position = np.arange(query.size) - _run_start(query)
-    return TieGroups(
-        query=query[first],
-        start=position[first],
-        size=np.bincount(group, minlength=n_groups),
-        relevant=np.bincount(group, weights=grade >= conventions.relevance_threshold, minlength=n_groups),
-        gain=np.bincount(group, weights=graded_gain(grade, conventions.gain), minlength=n_groups),
-        judged=np.bincount(group, weights=is_judged, minlength=n_groups),
     )
 
 

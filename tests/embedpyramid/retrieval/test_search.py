@@ -21,6 +21,24 @@ def test_blocked_search_equals_brute_force_with_ties_to_the_smaller_index(doc_bl
     assert np.array_equal(scores, np.take_along_axis(queries @ documents.T, np.asarray(expected), axis=1))
 
 
+@pytest.mark.parametrize("ties_at_cut", ["first", "last"])
+@pytest.mark.parametrize(("doc_block", "k"), [(7, 5), (64, 2), (64, 30), (1000, 30), (64, 900)])
+def test_ties_at_the_cut_across_blocks_follow_the_rule(ties_at_cut, doc_block, k):
+    # Scores in {-8..8} over 700 documents: every row's k-th score is shared by documents of
+    # several blocks, kept ones and collected ones alike; k = 900 exceeds the corpus. The rows
+    # keep their first documents whole (16 k, at most a block), so the first threshold is
+    # shared by many documents after them.
+    rng = np.random.default_rng(13)
+    queries = rng.integers(-2, 3, (30, 4)).astype(np.float32)
+    documents = rng.integers(-1, 2, (700, 4)).astype(np.float32)
+    scores, indices = exact_topk(queries, documents, k, doc_block_size=doc_block, ties_at_cut=ties_at_cut)
+    exact = queries @ documents.T
+    position = np.arange(700)[None].repeat(30, 0)
+    expected = np.lexsort((-position if ties_at_cut == "last" else position, -exact), axis=1)[:, :k]
+    assert indices.tolist() == expected.tolist()
+    assert np.array_equal(scores, np.take_along_axis(exact, expected, axis=1))
+
+
 def test_all_documents_tied_rank_by_index():
     scores, indices = exact_topk(np.ones((2, 3), np.float32), np.ones((6, 3), np.float32), 4, doc_block_size=4)
     assert indices.tolist() == [[0, 1, 2, 3]] * 2 and (scores == 3).all()
@@ -81,15 +99,16 @@ def test_importing_search_does_not_import_torch():
 
 
 @pytest.mark.parametrize("ties_at_cut", ["first", "last"])
-def test_documents_in_rising_score_order_remake_the_top_k_in_every_block(ties_at_cut):
+@pytest.mark.parametrize("n_documents", [200, 2000])
+def test_documents_in_rising_score_order_remake_the_top_k_in_every_block(ties_at_cut, n_documents):
     # Each block beats every kept score (the selection path), with ties across the blocks' ends;
     # eighths keep every product exact.
     rng = np.random.default_rng(5)
-    documents = (np.arange(200, dtype=np.float32) // 3)[:, None] * np.ones((1, 2), np.float32)
+    documents = (np.arange(n_documents, dtype=np.float32) // 3)[:, None] * np.ones((1, 2), np.float32)
     queries = rng.integers(4, 12, (6, 2)).astype(np.float32) / 8
     scores, indices = exact_topk(queries, documents, 7, doc_block_size=64, ties_at_cut=ties_at_cut)
     exact = queries @ documents.T
-    position = np.arange(200)
+    position = np.arange(n_documents)
     expected = np.lexsort(((-position if ties_at_cut == "last" else position)[None].repeat(6, 0), -exact), axis=1)[:, :7]
     assert indices.tolist() == expected.tolist()
     assert np.array_equal(scores, np.take_along_axis(exact, expected, axis=1))
@@ -102,3 +121,18 @@ def test_nan_vectors_are_refused_with_their_row():
         exact_topk(np.ones((2, 3), np.float32), documents, 5, doc_block_size=16)
     with pytest.raises(ValueError, match=r"1 query vectors hold NaN or inf \(first at row 1\)"):
         exact_topk(np.array([[1, 0, 0], [np.inf, 0, 0]], np.float32), np.ones((4, 3), np.float32), 2)
+
+
+def test_infinite_document_scores_rank_like_any_other():
+    # Infinite components score +inf or -inf: kept, passed and ordered like any score, a -inf
+    # document still ahead of a merge's padding (the whole corpus ranked, the -inf ones last).
+    rng = np.random.default_rng(17)
+    documents = rng.standard_normal((1000, 4)).astype(np.float32)
+    documents[[10, 500], 0], documents[[20, 30], 0] = np.inf, -np.inf
+    queries = rng.uniform(0.5, 1.5, (5, 4)).astype(np.float32)
+    exact = queries @ documents.T
+    expected = np.lexsort((np.arange(1000)[None].repeat(5, 0), -exact), axis=1)
+    scores, indices = exact_topk(queries, documents, 3)
+    assert indices.tolist() == expected[:, :3].tolist() and (scores[:, :2] == np.inf).all()
+    _, bottom = exact_topk(-queries, documents, 1000)
+    assert bottom[:, -2:].tolist() == [[10, 500]] * 5

@@ -333,3 +333,28 @@ def test_tie_aware_values_never_pass_one_by_rounding():
     qrels = pl.DataFrame({"query_id": ["q"] * 7, "doc_id": [f"d{i}" for i in range(7)], "relevance": [1] * 7})
     evaluation = evaluate_run(run, qrels, [parse_measure("Recall@11")], MetricConventions(ties="expected"))
     assert evaluation.per_query["value"].to_list() == [1.0]
+
+
+@pytest.mark.parametrize("ties", ["expected", "trec_eval"])
+def test_colliding_pair_keys_are_told_apart_on_the_ids(monkeypatch, ties: str) -> None:
+    # Runs and qrels are matched on integer keys of (query, document) pairs; with every key equal
+    # (the worst collision) each match is still confirmed on the ids, and a frame's duplicate
+    # check falls back to the ids themselves.
+    import numpy as np
+
+    from embedpyramid.retrieval.metrics import evaluate, ranking
+
+    run = make_run([("q1", "a", 0.9), ("q1", "b", 0.5), ("q1", "c", 0.5), ("q2", "a", 0.8), ("q2", "c", 0.1)])
+    qrels = make_qrels([("q1", "b", 2), ("q1", "z", 1), ("q2", "a", 1), ("q2", "b", 3), ("q3", "a", 1)])
+    wanted = measures("nDCG@3", "P@2", "MAP@3", "MRR", "Judged@2")
+    conventions = MetricConventions(ties=ties)
+    reference = evaluate_run(run, qrels, wanted, conventions).per_query
+
+    def colliding(query: np.ndarray, doc_hash: np.ndarray) -> np.ndarray:
+        return np.zeros(len(query), np.uint64)
+
+    monkeypatch.setattr(ranking, "pair_keys", colliding)
+    monkeypatch.setattr(evaluate, "pair_keys", colliding)
+    assert evaluate_run(run, qrels, wanted, conventions).per_query.equals(reference)
+    with pytest.raises(ValueError, match="run has 2 rows sharing"):
+        evaluate_run(make_run([("q1", "a", 0.9), ("q1", "a", 0.5)]), qrels, wanted, conventions)
