@@ -649,9 +649,12 @@ class MaterializedNow(dg.AutomationCondition):
 
     def evaluate(self, context: Any) -> dg.AutomationResult:
         instance = context.asset_graph_view.instance
-        done = [partition for partition in candidate_partitions(context) if instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=context.key, asset_partitions=None if partition is None else [partition]),
-            limit=1).records]
+        candidates = candidate_partitions(context)
+        if candidates == [None]:
+            done = candidates if instance.fetch_materializations(context.key, limit=1).records else []
+        else:  # one query for the asset, however many partitions a first tick asks about
+            materialized = instance.get_materialized_partitions(context.key)
+            done = [partition for partition in candidates if partition in materialized]
         return dg.AutomationResult(context, true_subset=subset_of(context.asset_graph_view, context.key, done))
 
 
