@@ -266,9 +266,7 @@ def run_pipeline(
         if known_fresh(session.instance, signature):
             log(UP_TO_DATE_LINE)
             report.skipped = [(model.key, dataset) for dataset in selected_datasets for model in selected_models]
-            remember_warm(config, store.root, selected_models, selected_datasets,
-                          _fresh_rows(session, selected_models, selected_datasets),
-                          lambda: known_fresh(session.instance, signature))
+            _remember_warm(session, selected_models, selected_datasets, signature)
             return report
         tags = run_tags(session.config.directory, command)
         healthy = [dataset for dataset in selected_datasets
@@ -282,9 +280,7 @@ def run_pipeline(
         if (not report.failures and healthy == selected_datasets and report.summary_skipped is None
                 and not report.summary_excludes):
             remember_fresh(session.instance, signature)
-            remember_warm(config, store.root, selected_models, selected_datasets,
-                          _fresh_rows(session, selected_models, selected_datasets),
-                          lambda: known_fresh(session.instance, signature))
+            _remember_warm(session, selected_models, selected_datasets, signature)
     return report
 
 
@@ -554,8 +550,7 @@ def project_status(
         signature = graph_signature(graph, _asked(session, selected_models, selected_datasets))
         if known_fresh(session.instance, signature):  # nothing recorded since the up_to_date checks were reported
             rows = _fresh_rows(session, selected_models, selected_datasets)
-            remember_warm(config, session.store.root, selected_models, selected_datasets, rows,
-                          lambda: known_fresh(session.instance, signature))
+            _remember_warm(session, selected_models, selected_datasets, signature, rows)
             return rows
         freshness = session.freshness()
         recorded_before = session.instance.event_log_storage.get_maximum_record_id()
@@ -566,8 +561,7 @@ def project_status(
         if (not recorded and all(row.state == "fresh" for row in rows)
                 and session.instance.event_log_storage.get_maximum_record_id() == recorded_before):
             remember_fresh(session.instance, signature)
-            remember_warm(config, session.store.root, selected_models, selected_datasets, rows,
-                          lambda: known_fresh(session.instance, signature))
+            _remember_warm(session, selected_models, selected_datasets, signature, rows)
         return rows
 
 
@@ -591,6 +585,15 @@ def _level_rows(session: Session, models: Sequence[ResolvedModel], datasets: Seq
                      for level, assets in levels.items()]
     rows.append(level_status(None, None, "summary", states(summary_assets(session.defs), None)))
     return rows
+
+
+def _remember_warm(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str], signature: str,
+                   rows: Sequence[LevelStatus] | None = None) -> None:
+    """Keep Dagster's "all fresh" of this selection for the warm start (:mod:`graphbase.warm`),
+    confirmed by Dagster's own memo once the run history's files are read."""
+    remember_warm(session.config, session.store.root, models, datasets,
+                  _fresh_rows(session, models, datasets) if rows is None else rows,
+                  lambda: known_fresh(session.instance, signature))
 
 
 def _fresh_rows(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[LevelStatus]:
