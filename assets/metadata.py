@@ -46,27 +46,33 @@ def partition_check(name: str, asset: str, partitions_def: dg.PartitionsDefiniti
                                  blocking=blocking)
 
 
-_FRESHNESS: dict[str, Any] = {}
-"""The upstream states of the summary run in progress (its id → Freshness): a summary run
-materializes no partitioned asset, so the states of its inputs hold for all its summaries."""
+_FRESHNESS: dict[tuple[str, int], Any] = {}
+"""The upstream states of the summary run in progress, by (run id, partitions it has
+materialized so far): a summary run materializes no evaluated partition, so the states of its
+inputs hold for all its summaries until it materializes a summary partition (a dataset's
+comparisons) that a later summary of the run reads."""
 
 
 def _run_freshness(context: dg.AssetExecutionContext, config: ProjectConfig, data_dir: str) -> Any:
     from graphbase.freshness import Freshness, location_graph
 
-    if context.run_id not in _FRESHNESS:
+    done = context.instance.get_records_for_run(
+        context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=1000).records
+    key = (context.run.run_id, sum(record.event_log_entry.dagster_event.partition is not None for record in done))
+    if key not in _FRESHNESS:
         graph = location_graph(context, str(config.directory), data_dir)
         _FRESHNESS.clear()
-        _FRESHNESS[context.run_id] = Freshness(context.instance, graph)
-    return _FRESHNESS[context.run_id]
+        _FRESHNESS[key] = Freshness(context.instance, graph)
+    return _FRESHNESS[key]
 
 
 def summary_inputs(context: dg.AssetExecutionContext, config: ProjectConfig, data_dir: str) -> SummaryInputs:
-    """The partitions upstream of this summary asset that are not current (the summary leaves
-    them out), each logged as a warning."""
+    """The partitions upstream of this summary asset (of its dataset, for a summary partitioned by
+    dataset) that are not current (the summary leaves them out), each logged as a warning."""
     from graphbase.freshness import summary_inputs as not_current
 
-    inputs = not_current(_run_freshness(context, config, data_dir), context.asset_key, config)
+    partition = context.partition_key if context.has_partition_key else None
+    inputs = not_current(_run_freshness(context, config, data_dir), context.asset_key, config, partition)
     for item in inputs.excluded:
         context.log.warning(item.text)
     return inputs

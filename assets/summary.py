@@ -5,39 +5,44 @@ import polars as pl
 
 from assets.metadata import excluded_metadata, summary_inputs, table_metadata
 from embedpyramid.code_version import function_version
+from embedpyramid.config import ProjectConfig
+from embedpyramid.inputs import COMPARISONS, SummaryInputs
 from embedpyramid.reports.results import build_results_db, read_leaderboard
 from embedpyramid.reports.svg import forest_plot_svg, svg_markdown
 from embedpyramid.reports.tables import hsd_summary, key_table_markdown, markdown_table
 from embedpyramid.store import write_parquet
 from graphbase.facets import COMPARISON, facet_deps
 from graphbase.freshness import SUMMARIZE_WHEN_STALE
+from graphbase.partitions import dataset_partitions
 from resources import ProjectResource
 
 
 @dg.asset(
     deps=["retrieval_metrics", *facet_deps(COMPARISON)],
+    partitions_def=dataset_partitions,
     group_name="summary",
     code_version=function_version(__file__, "comparisons"),
     kinds={"parquet"},
     automation_condition=SUMMARIZE_WHEN_STALE,
 )
 def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-    """Every model against the baseline per dataset × metric × slice: mean delta, paired bootstrap
-    CI, d_z, sign-flip and t-test p-values, adjusted within the confirmatory (Holm) or exploratory
-    (Benjamini–Hochberg) family, win/tie/loss; the Tukey HSD groups with three or more models;
-    the random-ranking floor; the worst regressions and the per-query deltas of the report
-    metric; and the verdict. With systems.yaml, the same model comparisons within each L5 system,
-    each system's verdict against dense exact and the latency each stage adds; with judge.yaml,
-    L6's judge and answer metrics."""
+    """One dataset's comparisons (a partition per dataset, over every card's partition on it, so
+    a new model on one dataset rewrites that dataset's only): every model against the baseline
+    per metric × slice: mean delta, paired bootstrap CI, d_z, sign-flip and t-test p-values,
+    adjusted within the confirmatory (Holm) or exploratory (Benjamini–Hochberg) family,
+    win/tie/loss; the Tukey HSD groups with three or more models; the random-ranking floor; the
+    worst regressions and the per-query deltas of the report metric; and the verdict. With
+    systems.yaml, the same model comparisons within each L5 system, each system's verdict against
+    dense exact and the latency each stage adds; with judge.yaml, L6's judge and answer metrics."""
     from embedpyramid.reports.summary import compare_evaluated, evaluated_partitions
     from embedpyramid.systems.summary import system_partitions
 
-    config, store = project.config, project.store
+    config, store, dataset = project.config, project.store, context.partition_key
     inputs = summary_inputs(context, config, project.data_dir)
-    partitions, missing = evaluated_partitions(config, store, inputs)
-    systems, missing_systems = system_partitions(config, store, inputs)
-    tables = compare_evaluated(config, store, partitions, systems, inputs=inputs)
-    paths = tables.write(store.comparisons_dir)
+    partitions, missing = evaluated_partitions(config, store, inputs, [dataset])
+    systems, missing_systems = system_partitions(config, store, inputs, [dataset])
+    tables = compare_evaluated(config, store, partitions, systems, inputs=inputs, datasets=[dataset])
+    paths = tables.write(store.dataset_comparisons_dir(dataset))
     for reason in [*tables.skipped, *(f"not evaluated yet: {m}" for m in [*missing, *missing_systems])]:
         context.log.warning(reason)
     compared = tables.comparisons
@@ -74,12 +79,13 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     metrics (in per_query_metrics), answers, judgements and grade tables."""
     from embedpyramid.downstream.summary import per_query_path, results_views
     from embedpyramid.inputs import provenance_table
-    from embedpyramid.reports.summary import evaluated_partitions, results_tables
+    from embedpyramid.reports.summary import evaluated_partitions, read_comparison_tables, results_tables
     from embedpyramid.systems.summary import system_partitions
     from embedpyramid.tasks.summary import task_conventions_table, task_results_tables
 
     store = project.store
     inputs = summary_inputs(context, project.config, project.data_dir)
+    compared = read_comparison_tables(store, compared_datasets(project.config, inputs))
     partitions, missing = evaluated_partitions(project.config, store, inputs)
     systems, missing_systems = system_partitions(project.config, store, inputs)
     if missing or missing_systems:
@@ -89,7 +95,7 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     provenance = write_parquet(
         provenance_table(store, [model.key for model in project.config.models.values()], inputs).to_arrow(),
         store.comparisons_dir / "provenance.parquet")
-    views = {**results_tables(store), **task_results_tables(store), "excluded_partitions": excluded,
+    views = {**results_tables(store, compared), **task_results_tables(store), "excluded_partitions": excluded,
              "provenance": provenance,
              **(results_views(store) if project.config.downstream else {})}
     conventions = task_conventions_table(store)
@@ -116,6 +122,12 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     )
 
 
+def compared_datasets(config: ProjectConfig, inputs: SummaryInputs) -> list[str]:
+    """The datasets whose comparisons a summary over every dataset reads: those whose
+    ``comparisons`` partition is current (``inputs`` lists the others)."""
+    return [dataset for dataset in config.datasets if inputs.admits(COMPARISONS, dataset)]
+
+
 def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
     """The report, after every summary and analysis it shows (the L4 frontier when ann.yaml exists)."""
 
@@ -138,8 +150,8 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
 
         config, store = project.config, project.store
         metric = config.protocol.comparison.report_metric
-        tables = read_comparison_tables(store.comparisons_dir)
         inputs = summary_inputs(context, config, project.data_dir)
+        tables = read_comparison_tables(store, compared_datasets(config, inputs))
         files = build_report(config, store, read_leaderboard(store.results_db), tables, inputs=inputs)
         metadata = {
             "markdown": dg.MetadataValue.path(str(files.markdown)),

@@ -199,7 +199,7 @@ def _print_verdict(store: ArtifactStore) -> None:
         print("\noverview:")
         for text in overview:
             print(f"  {text}")
-    verdicts = verdict_texts(store.comparisons_dir)
+    verdicts = verdict_texts(store.report_dir)
     if verdicts:
         print("\nverdict:")
         for text in verdicts:

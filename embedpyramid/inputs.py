@@ -31,6 +31,7 @@ NORM_GEOMETRY = "norm_geometry"
 NORMALIZATION_PRICE = "normalization_price"
 SERVING_FRONTIER = "serving_frontier"
 DOWNSTREAM_ANSWERS = "downstream_answers"
+COMPARISONS = "comparisons"
 
 EXCLUDED_SCHEMA: dict[str, pl.DataType] = {
     "asset": pl.String(), "dataset": pl.String(), "model": pl.String(), "state": pl.String(), "reason": pl.String(),

@@ -301,6 +301,10 @@ class ArtifactStore:
     def comparisons_dir(self) -> StorePath:
         return self.root / "comparisons"
 
+    def dataset_comparisons_dir(self, dataset: str) -> StorePath:
+        """One dataset's comparison tables and verdicts (the ``comparisons`` asset's partition)."""
+        return self.comparisons_dir / "datasets" / dataset
+
     @property
     def report_dir(self) -> StorePath:
         return self.root / "report"

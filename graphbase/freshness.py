@@ -197,6 +197,18 @@ def _where(asset: dg.AssetKey, partition: str | None) -> str:
     return asset.to_user_string() + (f" [{partition}]" if partition else "")
 
 
+def _summarizes(own: dg.PartitionsDefinition | None, parent: dg.PartitionsDefinition | None) -> bool:
+    """Whether an asset partitioned by ``own`` reads many partitions of a parent partitioned by
+    ``parent`` per partition of its own: an unpartitioned asset over a partitioned parent, or an
+    asset partitioned by one dimension of a multi-partitioned parent."""
+    if parent is None:
+        return False
+    if own is None:
+        return True
+    return isinstance(parent, dg.MultiPartitionsDefinition) and any(
+        dimension.partitions_def == own for dimension in parent.partitions_defs)
+
+
 class Freshness:
     """The state of every asset partition of a graph at one moment, followed upstream.
 
@@ -222,8 +234,8 @@ class Freshness:
     def state(self, asset: dg.AssetKey, partition: str | None) -> AssetState:
         key = (asset, partition)
         if key not in self._memo:
-            if self._is_summary(asset):
-                self._memo[key] = self._summary_state(asset)
+            if self.is_summary(asset):
+                self._memo[key] = self._summary_state(asset, partition)
             else:
                 self._memo[key] = self._partition_state(asset, partition)
         return self._memo[key]
@@ -274,45 +286,76 @@ class Freshness:
                 for parent_partition in parent_partitions(self.view, asset, partition, parent)
                 if parent_partition is not None and parent_partition != partition]
 
-    def _summary_state(self, asset: dg.AssetKey) -> AssetState:
-        own = self.direct_state(asset, None)
+    def _summary_state(self, asset: dg.AssetKey, partition: str | None) -> AssetState:
+        own = self.direct_state(asset, partition)
         if own.state in ("missing", "failed"):
             return own
-        latest = self.instance.get_latest_data_version_record(asset, False, None)
+        latest = self.instance.get_latest_data_version_record(asset, False, partition)
         cursor = latest.storage_id if latest else None
         changed, excluded = [], []
-        for parent, partition in self.input_partitions(asset):
-            if self._changed_since(parent, partition, cursor):
-                changed.append(f"{_where(parent, partition)} has a new data version")
-            found = self.state(parent, partition)
-            if found.needs_work:
-                excluded.append(f"input {_where(parent, partition)} is {found.state}"
+        for parent, parent_partition in self.input_partitions(asset, partition):
+            if self._changed_since(parent, parent_partition, cursor):
+                changed.append(f"{_where(parent, parent_partition)} has a new data version")
+            found = self.state(parent, parent_partition)
+            if self._not_current(parent, found):
+                excluded.append(f"input {_where(parent, parent_partition)} is {found.state}"
                                 + (f" ({'; '.join(found.causes)})" if found.causes else ""))
         if changed or own.needs_work:
-            return AssetState(own.asset, None, "stale", tuple(sorted({*own.causes, *changed, *excluded})))
-        upstream = {cause for parent in self._materializable_parents(asset) if self.graph.get(parent).partitions_def is None
-                    and (found := self.state(parent, None)).needs_work for cause in _upstream_causes(found, parent, None)}
+            return AssetState(own.asset, partition, "stale", tuple(sorted({*own.causes, *changed, *excluded})))
+        summarized = {parent for parent, _ in self.input_partitions(asset, partition)}
+        upstream = {cause for parent in self._materializable_parents(asset) if parent not in summarized
+                    for parent_partition in parent_partitions(self.view, asset, partition, parent)
+                    if (found := self.state(parent, parent_partition)).needs_work
+                    for cause in _upstream_causes(found, parent, parent_partition)}
         if excluded or upstream:
-            return AssetState(own.asset, None, "stale", tuple(sorted({*excluded, *upstream})), direct=False)
+            return AssetState(own.asset, partition, "stale", tuple(sorted({*excluded, *upstream})), direct=False)
         return own
 
-    def input_partitions(self, summary: dg.AssetKey) -> list[tuple[dg.AssetKey, str]]:
-        """Every (partitioned input asset, partition) a summary reads."""
-        return [(parent, partition) for parent in self._materializable_parents(summary)
-                if self.graph.get(parent).partitions_def is not None
-                for partition in parent_partitions(self.view, summary, None, parent) if partition is not None]
+    def input_partitions(self, summary: dg.AssetKey, partition: str | None = None) -> list[tuple[dg.AssetKey, str]]:
+        """Every (partitioned input asset, partition) a summary (or one partition of a summary
+        partitioned by dataset) reads, of the inputs that summarize across partitions."""
+        own = self.graph.get(summary).partitions_def
+        return [(parent, parent_partition) for parent in self._materializable_parents(summary)
+                if _summarizes(own, self.graph.get(parent).partitions_def)
+                for parent_partition in parent_partitions(self.view, summary, partition, parent)
+                if parent_partition is not None]
 
-    def upstream_not_current(self, summary: dg.AssetKey) -> list[tuple[dg.AssetKey, str, AssetState]]:
+    def summarizes_something(self, summary: dg.AssetKey, partition: str | None = None) -> bool:
+        """Whether an input partition of the summary has ever been materialized: a summary of
+        nothing (a dataset nothing is evaluated on yet) is not built."""
+        return any(self.state(parent, parent_partition).state != "missing"
+                   for parent, parent_partition in self.input_partitions(summary, partition))
+
+    def upstream_not_current(self, summary: dg.AssetKey,
+                             partition: str | None = None) -> list[tuple[dg.AssetKey, str, AssetState]]:
         """(asset, partition, state) of every partition upstream of ``summary``, at any depth, that
-        is not fresh: what a summary must not read."""
+        is not current: what a summary must not read. For a summary partitioned by dataset, the
+        partitions of that dataset only. A summary upstream counts as not current only when
+        rebuilding it would change it (:meth:`_not_current`)."""
         ancestors = sorted(key for key in self.graph.get_ancestor_asset_keys(summary)
                            if self.graph.get(key).is_materializable and self.graph.get(key).partitions_def is not None)
-        return [(asset, partition, found) for asset in ancestors for partition in all_partitions(self.view, asset)
-                if (found := self.state(asset, partition)).needs_work]
+        return [(asset, found_partition, found) for asset in ancestors
+                for found_partition in all_partitions(self.view, asset)
+                if partition is None or self._dataset_of(asset, found_partition) == partition
+                if self._not_current(asset, found := self.state(asset, found_partition))]
 
-    def _is_summary(self, asset: dg.AssetKey) -> bool:
-        return self.graph.get(asset).partitions_def is None and any(
-            self.graph.get(parent).partitions_def is not None for parent in self._materializable_parents(asset))
+    def _not_current(self, asset: dg.AssetKey, state: AssetState) -> bool:
+        """Whether a summary must leave out ``asset``'s partition in ``state``: any state but
+        fresh, except a summary partition that is stale only because it left out inputs that
+        are not current (it says so; the summary reading it leaves out the same inputs itself)."""
+        return state.needs_work_now if self.is_summary(asset) else state.needs_work
+
+    def _dataset_of(self, asset: dg.AssetKey, partition: str) -> str | None:
+        dimensions = partition_dimensions(self.graph, asset, partition)
+        return dimensions.get("dataset", dimensions.get(dataset_partitions.name))
+
+    def is_summary(self, asset: dg.AssetKey) -> bool:
+        """Whether ``asset`` summarizes across partitions: unpartitioned with a partitioned input,
+        or partitioned by one dimension of an input's partitions (``comparisons``, per dataset,
+        over every (model, dataset) partition of that dataset)."""
+        own = self.graph.get(asset).partitions_def
+        return any(_summarizes(own, self.graph.get(parent).partitions_def)
+                   for parent in self._materializable_parents(asset))
 
     def _materializable_parents(self, asset: dg.AssetKey) -> list[dg.AssetKey]:
         return sorted(parent for parent in self.graph.get(asset).parent_keys
@@ -378,12 +421,14 @@ class Freshness:
         return sum(run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED) for run in runs)
 
 
-def summary_inputs(freshness: Freshness, summary: dg.AssetKey, config: ProjectConfig) -> SummaryInputs:
-    """What a summary asset must leave out: every partition upstream of it that is not fresh,
-    named as the core names its inputs (asset, dataset, card key)."""
+def summary_inputs(freshness: Freshness, summary: dg.AssetKey, config: ProjectConfig,
+                   partition: str | None = None) -> SummaryInputs:
+    """What a summary asset (or one dataset's partition of it) must leave out: every partition
+    upstream of it that is not current, named as the core names its inputs (asset, dataset,
+    card key)."""
     excluded = []
-    for asset, partition, state in freshness.upstream_not_current(summary):
-        keys = partition_dimensions(freshness.graph, asset, partition)
+    for asset, upstream, state in freshness.upstream_not_current(summary, partition):
+        keys = partition_dimensions(freshness.graph, asset, upstream)
         name = keys.get("model")
         if name is not None and name not in config.models:
             continue

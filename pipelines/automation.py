@@ -145,13 +145,30 @@ nightly_refresh = nightly_freeze(refresh_datasets_job, DATASETS, "nightly_refres
 @dg.schedule(cron_schedule="0 4 * * *", job=summary_job, default_status=dg.DefaultScheduleStatus.RUNNING)
 def nightly_summary(context: dg.ScheduleEvaluationContext):
     """At 04:00, rebuild the summaries whose inputs changed (a config facet, the code, or an input
-    partition's data version since the summary was built); none when nothing changed."""
+    partition's data version since the summary was built); none when nothing changed. A run
+    materializes one partition: each dataset whose comparisons changed gets a run of its own;
+    the summaries over every dataset ride in that run when it is the only one, else they are
+    left to the automation, which holds them until those runs are done (two runs on the queue
+    are not ordered)."""
     graph = context.repository_def.asset_graph
     freshness = Freshness(context.instance, graph)
-    stale = [key for key in summary_selection.resolve(graph) if freshness.state(key, None).needs_work_now]
-    if not stale:
+    datasets = context.instance.get_dynamic_partitions(DATASETS)
+    stale: dict[str | None, list[dg.AssetKey]] = {}
+    for key in sorted(summary_selection.resolve(graph)):
+        for partition in datasets if graph.get(key).partitions_def is not None else [None]:
+            if freshness.state(key, partition).needs_work_now and freshness.summarizes_something(key, partition):
+                stale.setdefault(partition, []).append(key)
+    whole = stale.pop(None, [])
+    day = f"{context.scheduled_execution_time:%Y-%m-%d}"
+    if len(stale) == 1:
+        ((dataset, keys),) = stale.items()
+        return dg.RunRequest(run_key=f"{day}-{dataset}", partition_key=dataset, asset_selection=keys + whole)
+    if stale:
+        return [dg.RunRequest(run_key=f"{day}-{dataset}", partition_key=dataset, asset_selection=keys)
+                for dataset, keys in stale.items()]
+    if not whole:
         return dg.SkipReason("no summary input changed since the summaries were built")
-    return dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y-%m-%d}", asset_selection=sorted(stale))
+    return dg.RunRequest(run_key=day, asset_selection=whole)
 
 
 def automation_sensors(interval: int = DEFAULT_SENSOR_INTERVAL) -> list[dg.SensorDefinition]:

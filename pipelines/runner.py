@@ -147,7 +147,7 @@ class Session:
                            evaluation_job.name, tuple(dataset_assets(self.defs)))
 
     def execute(self, job: str, assets: Sequence[str], partition: str | dg.MultiPartitionKey | None,
-                tags: dict[str, str]) -> dg.ExecuteInProcessResult:
+                tags: dict[str, str], label: str | None = None) -> dg.ExecuteInProcessResult:
         # Dagster's console logger prints every event and a traceback per failure: quiet unless
         # --verbose; every event stays in the instance (the UI) either way.
         level = "INFO" if self.verbose else "CRITICAL"
@@ -157,7 +157,7 @@ class Session:
         # itself once the command is done.
         checks = {key for key in self.defs.resolve_asset_graph().asset_check_keys
                   if key.asset_key in selection and key.name != UP_TO_DATE}
-        with progress.step(_label(partition)):
+        with progress.step(label or _label(partition)):
             result = job_def.get_subset(asset_selection=selection, asset_check_selection=checks).execute_in_process(
                 partition_key=partition, instance=self.instance, tags=tags, raise_on_error=False,
                 run_config={"loggers": {"console": {"config": {"log_level": level}}}},
@@ -198,10 +198,10 @@ def partition_assets(defs: dg.Definitions) -> list[str]:
 
 def dataset_assets(defs: dg.Definitions) -> list[str]:
     """The per-dataset assets that evaluate a frozen dataset for no model (L5's BM25), upstream first."""
-    graph = defs.resolve_asset_graph()
-    return [key.to_user_string() for key in graph.toposorted_asset_keys
+    graph, summaries = defs.resolve_asset_graph(), summary_assets(defs)
+    return [name for key in graph.toposorted_asset_keys
             if graph.get(key).is_materializable and graph.get(key).partitions_def == dataset_partitions
-            and key.to_user_string() != "frozen_dataset"]
+            and (name := key.to_user_string()) != "frozen_dataset" and name not in summaries]
 
 
 def open_session(
@@ -291,7 +291,7 @@ def _asked(session: Session, models: Sequence[ResolvedModel], datasets: Sequence
         jobs = session.jobs(dataset)
         asked += [(asset, dataset) for asset in (jobs.frozen_asset, *jobs.dataset_assets)]
         asked += [(asset, str(model_dataset_key(model.name, dataset))) for model in models for asset in jobs.assets]
-    return asked + [(asset, None) for asset in summary_assets(session.defs)]
+    return asked + summary_targets(session)
 
 
 def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunReport) -> bool:
@@ -401,15 +401,30 @@ def _read_across(session: Session, models: Sequence[ResolvedModel], dataset: str
              [name for name in evaluated if name in assets]) for partition, assets in reversed(needed.items())]
 
 
+def summary_targets(session: Session) -> list[tuple[str, str | None]]:
+    """Every (summary asset, partition), upstream first: one per dataset with data of a summary
+    partitioned by dataset (``comparisons``), else the asset itself."""
+    graph = session.defs.resolve_asset_graph()
+    return [(asset, partition) for asset in summary_assets(session.defs)
+            for partition in (session.config.datasets_with_data()
+                              if graph.get(dg.AssetKey(asset)).partitions_def is not None else [None])]
+
+
 def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> None:
     """Rebuild the summaries that need it: in the first wave also those that only exclude an
-    input partition that is not current (so they say so), then until nothing changes."""
-    summaries = summary_assets(session.defs)
-    for wave in range(len(summaries) + 1):
+    input partition that is not current (so they say so), then until nothing changes. A
+    dataset's comparisons are rebuilt only once something is evaluated on it. One run per
+    dataset whose comparisons need work; the summaries over every dataset ride in the last of
+    these runs (a run materializes one partition, and the assets with none), with those that
+    read the comparisons rebuilt in it."""
+    targets = summary_targets(session)
+    graph = session.defs.resolve_asset_graph()
+    for wave in range(len(targets) + 1):
         freshness = session.freshness()
-        states = session.states(summaries, None, freshness)
-        todo = [state for state in states if state.needs_work_now
-                or (wave == 0 and state.needs_work and _exclusions_changed(session, freshness, state.asset))]
+        states = freshness.states([(dg.AssetKey(asset), partition) for asset, partition in targets])
+        todo = [state for state in states if (state.needs_work_now
+                or (wave == 0 and state.needs_work and _exclusions_changed(session, freshness, state)))
+                and (state.partition is None or freshness.summarizes_something(dg.AssetKey(state.asset), state.partition))]
         if not todo:
             report.summary_excludes = sorted({cause for state in states if state.needs_work for cause in state.causes})
             return
@@ -418,21 +433,34 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
             session.log(f"summary skipped: {report.summary_skipped}")
             return
         session.log(f"summary: {_describe(todo, session.verbose)}")
-        result = session.execute(summary_job.name, [state.asset for state in todo], None, tags)
-        if not result.success:
-            report.failures.append(f"summary: {_failure(result, session.verbose)}")
-            return
+        by_partition: dict[str | None, list[str]] = {}
+        for state in todo:
+            by_partition.setdefault(state.partition, []).append(state.asset)
+        whole = by_partition.pop(None, [])
+        if by_partition:  # what reads a dataset's comparisons is rebuilt after them, in the same run
+            rebuilt = {dg.AssetKey(asset) for assets in by_partition.values() for asset in assets}
+            whole = [state.asset for state in states if state.partition is None and (
+                state.asset in whole or state.needs_work and graph.get_ancestor_asset_keys(dg.AssetKey(state.asset)) & rebuilt)]
+        runs = [(assets, partition) for partition, assets in by_partition.items()]
+        runs = [*runs[:-1], (runs[-1][0] + whole, runs[-1][1])] if runs else [(whole, None)]
+        for assets, partition in runs:
+            result = session.execute(summary_job.name, assets, partition, tags,
+                                     label="summary" + (f" · {partition}" if partition else ""))
+            if not result.success:
+                report.failures.append(f"summary: {_failure(result, session.verbose)}")
+                return
         report.summary_built = True
 
 
-def _exclusions_changed(session: Session, freshness: Freshness, summary: str) -> bool:
+def _exclusions_changed(session: Session, freshness: Freshness, state: AssetState) -> bool:
     """Whether the input partitions a summary must leave out are others than those it left out
     when it was last built (it is rebuilt to say so; the same partitions left out again, even
     for another reason, change none of its numbers)."""
-    key = dg.AssetKey(summary)
-    latest = session.instance.fetch_materializations(key, limit=1).records
+    key = dg.AssetKey(state.asset)
+    latest = session.instance.fetch_materializations(
+        dg.AssetRecordsFilter(key, asset_partitions=[state.partition] if state.partition else None), limit=1).records
     recorded = latest[0].asset_materialization.metadata.get("excluded_inputs") if latest else None
-    current = excluded_keys(summary_inputs(freshness, key, session.config))
+    current = excluded_keys(summary_inputs(freshness, key, session.config, state.partition))
     return recorded is None or sorted(recorded.value) != current
 
 
@@ -522,7 +550,7 @@ def selection_states(session: Session, models: Sequence[ResolvedModel], datasets
         states += session.states([jobs.frozen_asset, *jobs.dataset_assets], dataset, freshness)
         for model in models:
             states += session.states(list(jobs.assets), str(model_dataset_key(model.name, dataset)), freshness)
-    return states + session.states(summary_assets(session.defs), None, freshness)
+    return states + freshness.states([(dg.AssetKey(asset), partition) for asset, partition in summary_targets(session)])
 
 
 def project_status(
@@ -583,7 +611,11 @@ def _level_rows(session: Session, models: Sequence[ResolvedModel], datasets: Seq
             partition = str(model_dataset_key(model.name, dataset))
             rows += [level_status(dataset, model.key, level, states(assets, partition))
                      for level, assets in levels.items()]
-    rows.append(level_status(None, None, "summary", states(summary_assets(session.defs), None)))
+    summaries: dict[str | None, list[str]] = {}
+    for asset, partition in summary_targets(session):
+        summaries.setdefault(partition, []).append(asset)
+    rows.append(level_status(None, None, "summary", [state for partition, assets in summaries.items()
+                                                     for state in states(assets, partition)]))
     return rows
 
 

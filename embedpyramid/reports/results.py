@@ -132,14 +132,15 @@ def _sources(partitions: Sequence[EvaluatedPartition], extra_metrics: Sequence[S
 
 
 def build_results_db(
-    target: StorePath, partitions: Sequence[EvaluatedPartition], extra_tables: Mapping[str, StorePath] | None = None,
+    target: StorePath, partitions: Sequence[EvaluatedPartition],
+    extra_tables: Mapping[str, StorePath | pa.Table] | None = None,
     *, quality_metric: str = "nDCG@10", extra_metrics: Sequence[StorePath] = (),
     extra_conventions: Sequence[StorePath] = (),
 ) -> ResultsDatabase:
     """Write the results database, updating the current one (see the module docstring); an
     empty ``partitions`` is an error.
 
-    ``extra_tables`` maps view names to Parquet files copied in as they are; ``extra_metrics``
+    ``extra_tables`` maps view names to Parquet files (or Arrow tables) copied in as they are; ``extra_metrics``
     are further long per-query tables appended to ``per_query_metrics`` (e.g. L6's judge and
     answer metrics); ``extra_conventions`` are tables of ``dataset, model, system, conventions``
     (JSON text) whose rows join the ``conventions`` view (the L2 task results'); ``quality_metric``
@@ -151,7 +152,8 @@ def build_results_db(
     root = target.parent
     sources = {(source.table, _source_key(source.path, root)): source for source in _sources(partitions, extra_metrics)}
     fingerprints = {key: file_fingerprint(source.path) for key, source in sources.items()}
-    extra = {name: read_table(path) for name, path in (extra_tables or {}).items()}
+    extra = {name: source if isinstance(source, pa.Table) else read_table(source)
+             for name, source in (extra_tables or {}).items()}
     conventions = [(p.dataset, p.model_key, p.system, json.dumps(p.conventions, sort_keys=True)) for p in partitions]
     for path in extra_conventions:
         conventions += [(row["dataset"], row["model"], row["system"], row["conventions"]) for row in

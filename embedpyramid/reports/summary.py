@@ -11,11 +11,13 @@ L1 and L4 sections of every (model, dataset) and the environment record.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.config.comparison import comparison_settings
@@ -49,7 +51,7 @@ from embedpyramid.serving.level import serving_dir
 from embedpyramid.stats.comparisons import COMPARISON_SCHEMA, compare_models
 from embedpyramid.stats.hsd_tables import HSD_PAIR_SCHEMA, HSD_SCHEMA, tukey_hsd_tables
 from embedpyramid.stats.pairing import DELTA_SCHEMA, query_deltas
-from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.store import ArtifactStore, StorePath, read_frame, read_json, write_json, write_parquet
 from embedpyramid.systems.summary import LATENCY_SCHEMA, SYSTEM_VERDICT_SCHEMA, system_latency, system_verdicts
 from embedpyramid.systems.summary import report_section as l5_section
 from embedpyramid.tasks.summary import read_task_summary, task_report_sections, tasks_summary_dir
@@ -68,13 +70,15 @@ RESULTS_VIEWS = ("comparisons", "regressions", "hsd", "hsd_pairs", "random_floor
 """The comparison tables copied into ``results.duckdb`` as views of the same names."""
 
 
-def evaluated_partitions(config: ProjectConfig, store: ArtifactStore,
-                         inputs: SummaryInputs) -> tuple[list[EvaluatedPartition], list[str]]:
+def evaluated_partitions(config: ProjectConfig, store: ArtifactStore, inputs: SummaryInputs,
+                         datasets: Sequence[str] | None = None) -> tuple[list[EvaluatedPartition], list[str]]:
     """The (model, dataset) evaluations of the current cards that exist on disk and are current
     (``inputs`` lists those that are not: they are left out), and the missing ones (a
-    ``published`` dataset has no data to evaluate)."""
+    ``published`` dataset has no data to evaluate), on ``datasets`` (every dataset by default)."""
     found, missing = [], []
     for dataset in config.datasets_with_data():
+        if datasets is not None and dataset not in datasets:
+            continue
         for model in config.models.values():
             metrics_path = store.metrics_path(dataset, model.key, EXACT)
             if not inputs.admits(RETRIEVAL_METRICS, dataset, model.key):
@@ -97,7 +101,9 @@ def evaluated_partitions(config: ProjectConfig, store: ArtifactStore,
 @dataclass(frozen=True)
 class ComparisonTables:
     """The tables of one summary (:data:`TABLE_SCHEMAS`), the verdicts (one dict per dataset,
-    with its ``text``) and the datasets that could not be compared."""
+    with its ``text``) and the datasets that could not be compared. The ``comparisons`` asset
+    writes one dataset's under :meth:`ArtifactStore.dataset_comparisons_dir`; the results
+    database and the report read every dataset's (:func:`read_comparison_tables`)."""
 
     comparisons: pl.DataFrame
     regressions: pl.DataFrame
@@ -117,21 +123,26 @@ class ComparisonTables:
         return paths
 
 
-def read_comparison_tables(directory: Path) -> ComparisonTables:
-    tables = {name: read_frame(directory / f"{name}.parquet") for name in COMPARISON_TABLES}
-    return ComparisonTables(**tables, verdicts=read_json(directory / VERDICT_FILE), skipped=[])
+def read_comparison_tables(store: ArtifactStore, datasets: Sequence[str]) -> ComparisonTables:
+    """The comparison tables and verdicts of ``datasets`` (in that order), of those whose
+    comparisons have been written."""
+    folders = [folder for dataset in datasets if (folder := store.dataset_comparisons_dir(dataset) / VERDICT_FILE).is_file()]
+    tables = {name: pl.concat([read_frame(folder.parent / f"{name}.parquet") for folder in folders])
+              if folders else pl.DataFrame(schema=TABLE_SCHEMAS[name]) for name in COMPARISON_TABLES}
+    verdicts = [verdict for folder in folders for verdict in read_json(folder)]
+    return ComparisonTables(**tables, verdicts=verdicts, skipped=[])
 
 
-def results_tables(store: ArtifactStore) -> dict[str, Path]:
+def results_tables(store: ArtifactStore, tables: ComparisonTables) -> dict[str, StorePath | pa.Table]:
     """The comparison tables that ``results.duckdb`` exposes as views, by view name, and the L3
     tables once the transfer analysis has run."""
-    return {**{name: store.comparisons_dir / f"{name}.parquet" for name in RESULTS_VIEWS}, **transfer_views(store)}
+    return {**{name: getattr(tables, name).to_arrow() for name in RESULTS_VIEWS}, **transfer_views(store)}
 
 
 def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: list[EvaluatedPartition],
                       systems: list[EvaluatedPartition] | None = None, *,
-                      inputs: SummaryInputs) -> ComparisonTables:
-    """Per dataset: the random-ranking floor, and the paired comparisons of every evaluated model
+                      inputs: SummaryInputs, datasets: Sequence[str] | None = None) -> ComparisonTables:
+    """Per dataset of ``datasets`` (every dataset by default): the random-ranking floor, and the paired comparisons of every evaluated model
     against the baseline (all pairs if configured) with the Tukey HSD when three or more models
     are evaluated; datasets where the baseline or every other model is missing are skipped and
     listed. L6's judge and answer metrics, when judge.yaml is set, are compared beside the
@@ -152,8 +163,9 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
     metric, baseline = comparison.report_metric, config.baseline.key
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in COMPARISON_TABLES}
     skipped = []
+    datasets = list(config.datasets if datasets is None else datasets)
     downstream = collect_downstream(config, store, inputs)
-    for dataset in config.datasets:
+    for dataset in datasets:
         evaluated = [p for p in partitions if p.dataset == dataset]
         if not evaluated:
             continue
@@ -196,7 +208,7 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
     verdicts = dataset_verdicts(tables["comparisons"].filter(pl.col("system") == EXACT), tables["hsd"],
                                 power=comparison.power, detectable_delta=comparison.detectable_delta,
                                 hsd_pairs=tables["hsd_pairs"])
-    return ComparisonTables(**tables, verdicts=inputs.annotate([v.as_dict() for v in verdicts], config.datasets,
+    return ComparisonTables(**tables, verdicts=inputs.annotate([v.as_dict() for v in verdicts], datasets,
                                                                    (RETRIEVAL_METRICS, DOWNSTREAM_ANSWERS)),
                             skipped=skipped)
 
@@ -252,8 +264,8 @@ def build_report(
     data notes (empty or dropped texts), the cost/quality of its models, the L1 and L4 sections
     of every evaluated (model, dataset), its L5 systems and its L6 grade analysis; then the L2
     task families, the L3 reproduction and transfer sections, and the environment record. It
-    opens with the pyramid overview (:func:`overview_lines`), also written as ``overview.json``
-    beside the report for the CLI. The input partitions of ``inputs`` (not current) are left out
+    opens with the pyramid overview (:func:`overview_lines`) and the verdicts, also written as
+    ``overview.json`` and ``verdict.json`` beside the report for the CLI. The input partitions of ``inputs`` (not current) are left out
     and listed in their own section."""
     sections, conventions, datasets = [], [], []
     sections.extend(excluded_section(inputs))
@@ -287,11 +299,13 @@ def build_report(
     cards = [{"model": m.key, "card": m.hashed_fields(), "run": m.card.run.model_dump()} for m in config.models.values()]
     overview = overview_lines(config, store, tables, inputs=inputs)
     write_json([line.as_dict() for line in overview], store.report_dir / OVERVIEW_FILE)
+    verdicts = [*tables.verdicts, *(task_summary.verdicts if task_summary else [])]
+    write_json(verdicts, store.report_dir / VERDICT_FILE)
     return write_report(store.report_dir, ComparisonReport(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
         deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
         title="Embedding model evaluation", sections=tuple(sections),
-        verdicts=tuple(verdict["text"] for verdict in [*tables.verdicts, *(task_summary.verdicts if task_summary else [])]),
+        verdicts=tuple(verdict["text"] for verdict in verdicts),
         hsd=tables.hsd, hsd_pairs=tables.hsd_pairs, floor=tables.random_floor,
         notes=tuple(_tie_notes(conventions)),
         environment=(environment_section(cards, datasets, conventions),),

@@ -8,6 +8,8 @@ that have not been recomputed yet are listed as missing, never mixed in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from embedpyramid.config import ProjectConfig
@@ -36,17 +38,17 @@ LATENCY_SCHEMA = SUMMARY_SCHEMA
 """One row per evaluated (dataset, model, system): the stored summary of each system."""
 
 
-def system_partitions(config: ProjectConfig, store: ArtifactStore,
-                      inputs: SummaryInputs) -> tuple[list[EvaluatedPartition], list[str]]:
-    """The stored, current (dataset, model, system) evaluations of ``systems.yaml``, as
-    partitions of the results database (``model`` is ``none`` for a model-independent system),
-    and the missing or outdated ones ("rrf: minilm-l6@… × chatterbot"); those ``inputs`` names
-    as not current are left out."""
+def system_partitions(config: ProjectConfig, store: ArtifactStore, inputs: SummaryInputs,
+                      datasets: Sequence[str] | None = None) -> tuple[list[EvaluatedPartition], list[str]]:
+    """The stored, current (dataset, model, system) evaluations of ``systems.yaml`` on ``datasets``
+    (every dataset by default), as partitions of the results database (``model`` is ``none`` for
+    a model-independent system), and the missing or outdated ones ("rrf: minilm-l6@… ×
+    chatterbot"); those ``inputs`` names as not current are left out."""
     systems = config.systems
     if systems is None:
         return [], []
     found, missing = [], []
-    for dataset in config.datasets:
+    for dataset in config.datasets if datasets is None else datasets:
         for name in systems.systems:
             models = [None] if systems.model_independent(name) else [
                 model for model in config.models.values() if systems.applies_to(name, model.name)]

@@ -385,7 +385,7 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     new_key = load_config(tmp_path / "c-added").models["minilm-l6-64"].key
     assert report.materialized == [(new_key, "chatterbot-small")] and len(report.skipped) == 2
     assert report.summary_built
-    assert set(pl.read_parquet(data / "comparisons" / "comparisons.parquet")["model_b"]) == {use_key, new_key}
+    assert set(pl.read_parquet(data / "comparisons" / "datasets" / "chatterbot-small" / "comparisons.parquet")["model_b"]) == {use_key, new_key}
     assert set(instance.get_dynamic_partitions(MODELS)) == set(added)
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
         assert {row[0] for row in con.sql("SELECT DISTINCT model FROM leaderboard").fetchall()} == \
@@ -400,7 +400,7 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     assert sorted(reseeded.assets) == sorted((key, "chatterbot-small", asset) for key in keys
                                              for asset in ("norm_geometry", "normalization_price", "efficiency",
                                                            "pair_sanity"))
-    assert pl.read_parquet(data / "comparisons" / "comparisons.parquet")["seed"].unique().to_list() == [7]
+    assert pl.read_parquet(data / "comparisons" / "datasets" / "chatterbot-small" / "comparisons.parquet")["seed"].unique().to_list() == [7]
 
     protocol = {**protocol, "k_values": [1, 3, 5, 10, 20, 100]}
     deeper = small_run(write_configs, small_chatterbot, default_models, instance, data, "c-k", protocol=protocol)
@@ -615,7 +615,7 @@ def test_truncated_slice_holds_the_queries_a_short_card_cuts(write_configs, defa
     folder = write_configs(models=models, datasets=small_chatterbot)
     report = run_pipeline(folder, tmp_path / "data", instance=dg.DagsterInstance.ephemeral())
     assert report.failures == []
-    compared = pl.read_parquet(tmp_path / "data" / "comparisons" / "comparisons.parquet")
+    compared = pl.read_parquet(tmp_path / "data" / "comparisons" / "datasets" / "chatterbot-small" / "comparisons.parquet")
     truncated = compared.filter((pl.col("slice_column") == "truncated") & (pl.col("metric") == "nDCG@10"))
     counts = dict(truncated.select("slice_value", "n").rows())
     assert set(counts) == {"yes", "no"} and counts["yes"] + counts["no"] == compared["n"].max()

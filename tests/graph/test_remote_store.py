@@ -49,4 +49,4 @@ def test_the_whole_graph_runs_on_an_fsspec_store_and_matches_a_local_run(
     assert "L4 serving approximation" in html and "<svg" in html
     assert sorted(p.name for p in (memory_data / "indexes").iterdir()) == sorted(
         p.name for p in (tmp_path / "local" / "indexes").iterdir())
-    assert pl.read_parquet(tmp_path / "local" / "comparisons" / "comparisons.parquet").height > 0
+    assert pl.read_parquet(tmp_path / "local" / "comparisons" / "datasets" / "chatterbot-small" / "comparisons.parquet").height > 0

@@ -57,9 +57,9 @@ def test_systems_with_real_models_join_the_comparisons_and_the_report_and_only_r
     assert {row[0] for row in query(db, "SELECT model FROM models")} == {minilm, use}
 
     # The models are compared within rrf too (its own Holm family), and the verdict stays exact's.
-    comparisons = read_frame(data / "comparisons" / "comparisons.parquet")
+    comparisons = read_frame(data / "comparisons" / "datasets" / "chatterbot-small" / "comparisons.parquet")
     assert set(comparisons["system"].unique()) == {"exact", "rrf"}
-    assert all(entry["system"] == "exact" for entry in read_json(data / "comparisons" / "verdict.json"))
+    assert all(entry["system"] == "exact" for entry in read_json(data / "report" / "verdict.json"))
 
     # Each system against its model's dense exact search, Holm across models × systems.
     verdicts = query(db, "SELECT model, system_b, verdict, family_size, wins + ties + losses, n FROM system_verdicts "
@@ -118,7 +118,7 @@ def test_bm25_runs_once_per_dataset_an_ann_first_stage_reads_l4_and_a_rerank_rea
     text = (data / "report" / "report.md").read_text()
     assert text.index("## Overview") < text.index("## Verdict") < text.index("## Contents")
     assert text.splitlines()[4] == "## Overview"
-    leader = read_json(data / "comparisons" / "verdict.json")[0]["first"]
+    leader = read_json(data / "report" / "verdict.json")[0]["first"]
     overview = {line["level"]: line for line in read_json(data / "report" / "overview.json")}
     assert overview["L4"]["text"].startswith(f"cheapest index of {leader} keeping ≥ 99% of exact nDCG@10: flat — ")
     assert overview["L4"]["section"] == f"L4 serving approximation: {leader} (tiny)"

@@ -35,7 +35,7 @@ def two_cards(write_configs, tmp_path, **datasets) -> tuple[Path, Path]:
 
 
 def verdicts(data: Path) -> list[str]:
-    return [verdict["text"] for verdict in json.loads((data / "comparisons" / "verdict.json").read_text())]
+    return [verdict["text"] for verdict in json.loads((data / "report" / "verdict.json").read_text())]
 
 
 def test_an_edited_qrels_file_and_a_one_model_run_give_no_verdict_across_versions(write_configs, tmp_path):
@@ -99,15 +99,19 @@ def test_status_after_a_card_edit_lists_exactly_what_the_next_run_materializes(w
 
     observe_config(instance, session.config)
     states = selection_states(session, list(session.config.models.values()), ["tiny"])
-    listed = {(state.asset, state.partition) for state in states if state.needs_work and state.partition}
+    card_partition = str(model_dataset_key("ngrams-24", "tiny"))
+    listed = {(state.asset, state.partition) for state in states if state.needs_work and state.partition == card_partition}
     assert all(state.causes == ("config/model_card [ngrams-24] has a new data version",)
-               for state in states if state.needs_work and state.partition)
+               for state in states if state.needs_work and state.partition == card_partition)
     report = run_pipeline(edited, data, instance=instance, log=lambda _: None)
     partition = str(model_dataset_key("ngrams-24", "tiny"))
     assert listed == {(asset, partition) for _, _, asset in report.assets}
     assert len(listed) == 10 and report.summary_built
-    assert {state.asset for state in states if state.partition is None and state.needs_work} == {
-        "comparisons", "results_db", "comparison_report", "benchmark_transfer", "task_comparisons"}
+    # The summaries: the edited card's dataset's comparisons, and every summary over all datasets.
+    assert {(state.asset, state.partition) for state in states
+            if state.needs_work and state.partition in (None, "tiny")} == {
+        ("comparisons", "tiny"), ("results_db", None), ("comparison_report", None), ("benchmark_transfer", None),
+        ("task_comparisons", None)}
 
 
 def test_a_partition_materialized_for_the_first_time_stales_the_summaries(write_configs, tmp_path):
@@ -128,12 +132,19 @@ def test_a_partition_materialized_for_the_first_time_stales_the_summaries(write_
     # The nightly summary rebuilds what changed, and nothing once that is done.
     context = dg.build_schedule_context(instance=instance, repository_def=defs.get_repository_def(),
                                         scheduled_execution_time=datetime.datetime(2026, 11, 30, 4, 0))
-    request = nightly_summary.evaluate_tick(context).run_requests[0]
-    assert "comparisons" in {key.to_user_string() for key in request.asset_selection}
-    assert defs.resolve_job_def("summary").execute_in_process(instance=instance,
-                                                              asset_selection=request.asset_selection).success
+    tiny_before = (data / "comparisons" / "datasets" / "tiny" / "comparisons.parquet").stat().st_mtime_ns
+    # One run: the new dataset's comparisons (tiny's are current) and the summaries over every dataset.
+    (request,) = nightly_summary.evaluate_tick(context).run_requests
+    assert request.partition_key == "other"
+    assert {key.to_user_string() for key in request.asset_selection} == {
+        "comparisons", "results_db", "comparison_report", "benchmark_transfer", "task_comparisons"}
+    assert defs.resolve_job_def("summary").execute_in_process(
+        instance=instance, asset_selection=request.asset_selection, partition_key=request.partition_key).success
     assert nightly_summary.evaluate_tick(context).run_requests == []
-    assert any(verdict.startswith("other · nDCG@10") for verdict in verdicts(data))
+    assert [verdict.split(" · ")[0] for verdict in verdicts(data)] == ["tiny", "other"]
+    comparisons = instance.fetch_materializations(dg.AssetKey("comparisons"), limit=10).records
+    assert sorted(record.partition_key for record in comparisons) == ["other", "tiny"]
+    assert (data / "comparisons" / "datasets" / "tiny" / "comparisons.parquet").stat().st_mtime_ns == tiny_before
     # results.duckdb read the new dataset's files only (its qrels, each card's metrics and run)
     # and kept every file of the dataset it held already.
     built = instance.fetch_materializations(dg.AssetKey("results_db"), limit=1).records[0].asset_materialization
