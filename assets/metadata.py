@@ -71,7 +71,8 @@ def summary_inputs(context: dg.AssetExecutionContext, config: ProjectConfig, dat
     dataset) that are not current (the summary leaves them out), each logged as a warning."""
     from graphbase.freshness import summary_inputs as not_current
 
-    partition = context.partition_key if context.has_partition_key else None
+    # An unpartitioned summary in a run of one dataset's comparisons sees the run's partition key.
+    partition = context.partition_key if context.assets_def.partitions_def is not None else None
     inputs = not_current(_run_freshness(context, config, data_dir), context.asset_key, config, partition)
     for item in inputs.excluded:
         context.log.warning(item.text)

@@ -16,7 +16,7 @@ docstring).
 
 Two textbook populations are shown beside them, outside the decision: exponential deltas
 (skewness 2) and lognormal deltas; and, with ``--deltas``, the per-query deltas of a real run
-(e.g. ``data/comparisons/deltas.parquet``) resampled with replacement.
+(e.g. ``data/comparisons/datasets/<dataset>/deltas.parquet``) resampled with replacement.
 
 The default is the candidate that covers at least 0.935 at every n >= 20 and at least 0.92 at
 n = 10 in all three IR-shaped populations, with the narrowest mean width (the mean over those
@@ -25,7 +25,7 @@ with the smallest total shortfall below those floors. Prints the coverage and wi
 or FAIL per criterion, and ends with ONE JSON line.
 
     python benchmarks/interval_coverage.py [--samples 2000] [--resamples 10000] [--sizes 10,20,30,50,100,1000]
-                                           [--deltas data/comparisons/deltas.parquet]
+                                           [--deltas data/comparisons/datasets/<dataset>/deltas.parquet]
 """
 
 from __future__ import annotations

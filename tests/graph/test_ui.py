@@ -129,7 +129,7 @@ def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs
             "query($p: [String!]) { assetNodes(assetKeys: [{path: [\"norm_geometry\"]}, {path: [\"retrieval_metrics\"]}]) "
             "{ assetKey { path } staleStatusByPartition(partitions: $p) staleCausesByPartition(partitions: $p) "
             "{ key { path } partitionKey reason } } "
-            "summary: assetNodes(assetKeys: [{path: [\"comparisons\"]}]) { staleStatus staleCauses { key { path } } } }",
+            "summary: assetNodes(assetKeys: [{path: [\"results_db\"]}]) { staleStatus staleCauses { key { path } } } }",
             {"p": partitions})
         by_asset = {node["assetKey"]["path"][0]: node for node in nodes["assetNodes"]}
         assert by_asset["norm_geometry"]["staleStatusByPartition"] == ["STALE", "STALE"]
@@ -175,8 +175,9 @@ def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs
             detail = visit("/assets/norm_geometry?view=partitions&partition=chatterbot-small%7Cngrams-48",
                            ["Unsynced (1)"], "stale-partition")
             assert "chatterbot-small|ngrams-48" in detail
-            summary = visit("/assets/comparisons", ["Unsynced (1)"], "stale-summary")
-            assert "comparisons" in summary
+            summary = visit("/assets/comparisons?view=partitions&partition=chatterbot-small", ["Unsynced (1)"],
+                            "stale-summary")
+            assert "comparisons" in summary and "chatterbot-small" in summary
             checks_page = visit("/assets/norm_geometry?view=checks", ["up_to_date"], "stale-asset-check")
             assert "2 of 2 partitions need work" in checks_page
             browser.close()
