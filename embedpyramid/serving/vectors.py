@@ -106,17 +106,20 @@ class Preparation:
     unit (``unit_input``; the card's own ``dimension`` is "truncate, then normalize"); vectors
     that are not unit are only truncated. Cosine indexes store unit vectors; a matrix that is
     unit after the cut (``unit_output``) is left as it is, so a Flat index reproduces the exact
-    run bit for bit. Every step is row by row once the two flags are known.
+    run bit for bit. Every step is row by row once the two flags are known. Without a cut or
+    cosine neither flag matters: they are None, and no block is read to decide them.
     """
 
     metric: Metric
     dimension: int | None
-    unit_input: bool
-    unit_output: bool
+    unit_input: bool | None
+    unit_output: bool | None
 
     @classmethod
     def of(cls, blocks: Iterable[np.ndarray], metric: Metric, dimension: int | None) -> Preparation:
-        """Decide the flags in one pass over the matrix's blocks."""
+        """Decide the flags in one pass over the matrix's blocks (none when they do not matter)."""
+        if dimension is None and metric != "cosine":
+            return cls(metric, None, None, None)
         nonzero, unit_rows = [False, False], [True, True]  # (whole rows, rows cut to dimension)
         for block in blocks:
             block = np.asarray(block, dtype=np.float32)

@@ -97,3 +97,13 @@ def test_the_preparation_is_decided_over_the_whole_table_and_applied_block_by_bl
     np.testing.assert_array_equal(preparation(gather_rows(table, np.array([1, 6]))), whole[[1, 6]])
     unit_rows = vectors[:4]
     assert Preparation.of([unit_rows[:2], unit_rows[2:]], metric, dimension).unit_input
+
+
+def test_without_a_cut_or_cosine_the_preparation_reads_no_block():
+    def unreadable():
+        raise AssertionError("a block was read")
+        yield
+
+    assert Preparation.of(unreadable(), "inner_product", None) == Preparation("inner_product", None, None, None)
+    with pytest.raises(AssertionError, match="a block was read"):
+        Preparation.of(unreadable(), "cosine", None)
