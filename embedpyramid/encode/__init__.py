@@ -27,13 +27,16 @@ from embedpyramid.encode.base import (
     unit_rows,
 )
 from embedpyramid.encode.tables import (
+    BLOCK_ROWS,
     DIRECTION_SAMPLE,
     EmbeddingTable,
     cached_embedding_path,
     cached_table,
     direction_difference,
     embed_table,
+    embedding_ids,
     embedding_rows,
+    embedding_shape,
     encode_shard,
     iter_embedding_blocks,
     read_embedding_metadata,
@@ -66,6 +69,7 @@ def load_encoder(model: ResolvedModel) -> Encoder:
 
 __all__ = [
     "BACKENDS",
+    "BLOCK_ROWS",
     "DIRECTION_SAMPLE",
     "PLURAL",
     "EmbeddingTable",
@@ -77,7 +81,9 @@ __all__ = [
     "cached_table",
     "direction_difference",
     "embed_table",
+    "embedding_ids",
     "embedding_rows",
+    "embedding_shape",
     "encode_batches",
     "encode_shard",
     "encode_texts",

@@ -72,6 +72,9 @@ from embedpyramid.store import (
 )
 from embedpyramid.usage import PeakRss
 
+BLOCK_ROWS = 65_536
+"""Rows a block reader holds at a time by default (about 100 MB of 384-d float32 vectors)."""
+
 DIRECTION_SAMPLE = 16
 """Texts encoded a second time by the shipped model to prove unit(raw) is what it returns."""
 
@@ -168,8 +171,18 @@ def iter_embedding_blocks(path: Path, block_rows: int) -> Iterator[tuple[list[st
 
 def embedding_rows(path: Path) -> int:
     """Number of vectors in a table, from its footer."""
+    return embedding_shape(path)[0]
+
+
+def embedding_shape(path: Path) -> tuple[int, int]:
+    """(vectors, dimension) of a table, from its footer and schema: no vector is read."""
     with parquet_file(path) as parquet:
-        return parquet.metadata.num_rows
+        return parquet.metadata.num_rows, parquet.schema_arrow.field("vector").type.list_size
+
+
+def embedding_ids(path: Path) -> list[str]:
+    """The ids of a table in row order, without its vectors."""
+    return read_table(path, columns=["id"]).column("id").to_pylist()
 
 
 def read_token_counts(path: Path) -> np.ndarray | None:
@@ -218,7 +231,7 @@ def vector_problems(vectors: np.ndarray, expected_rows: int, expected_dim: int) 
     return stats_problems(_row_stats(vectors))
 
 
-def table_problems(path: Path, expected_ids: Sequence[str], expected_dim: int, block_rows: int = 65536) -> list[str]:
+def table_problems(path: Path, expected_ids: Sequence[str], expected_dim: int, block_rows: int = BLOCK_ROWS) -> list[str]:
     """Blocking-check findings of a stored table, read block by block: ids that differ from the
     input table, a wrong dimension, NaN/inf rows, all-zero rows."""
     stats, offset, problems = [], 0, []

@@ -30,12 +30,13 @@ from embedpyramid.serving.specs import (
     resolve_metric,
 )
 from embedpyramid.serving.sweep import SweepPoint, search_sweep
-from embedpyramid.serving.vectors import symmetric_int8_index, truncate_and_normalize
+from embedpyramid.serving.vectors import TableVectors, symmetric_int8_index, truncate_and_normalize
 
 __all__ = [
     "BuiltIndex",
     "SpecEvaluation",
     "SweepPoint",
+    "TableVectors",
     "ann_recall_at_k",
     "ann_recall_name",
     "build_index",

@@ -25,6 +25,7 @@ from embedpyramid.retrieval.search import Metric, run_table
 from embedpyramid.serving.index import BuiltIndex
 from embedpyramid.serving.recall import ann_recall_at_k
 from embedpyramid.serving.sweep import SweepPoint
+from embedpyramid.serving.vectors import GatheredRows, Vectors
 from embedpyramid.stats.bootstrap import paired_bootstrap
 
 PER_QUERY_SCHEMA: dict[str, pl.DataType] = {
@@ -77,7 +78,7 @@ def evaluate_spec(
     exact_scores: np.ndarray,
     exact_indices: np.ndarray,
     queries: np.ndarray,
-    documents: np.ndarray,
+    documents: Vectors,
     query_ids: Sequence[str],
     doc_ids: Sequence[str],
     qrels: pl.DataFrame,
@@ -95,7 +96,9 @@ def evaluate_spec(
     ``builds`` holds (built index, its sweep points) per seed, all of one spec. ``exact_scores``
     / ``exact_indices`` are the exact top-k (at least k columns, project order) of the full
     float ``queries`` over the full float ``documents`` under ``reference_metric`` (the card's)
-    — the vectors recall is recomputed from, whatever cut or metric the spec applies.
+    — the vectors recall is recomputed from, whatever cut or metric the spec applies. Only the
+    rows that some exact or ANN top-k names are read (a stored table in one pass over its
+    blocks): at most min(N, n_queries × k × (sweep points × seeds + 1)) vectors are held.
 
     Per sweep point, ANN recall and the ``delta_metric`` delta are the mean over seeds, with
     their sd over seeds; the delta's CI treats as units the queries (or whole ``query_groups``,
@@ -125,11 +128,14 @@ def evaluate_spec(
     exact_delta_values = _metric_values(exact.per_query, delta_metric)
     groups = None if query_groups is None else [query_groups[q] for q in exact.evaluated_query_ids]
 
+    gathered = GatheredRows.of(documents, [exact_indices, *(point.indices for _, points in builds for point in points)])
+    exact_positions = gathered.positions(exact_indices)
     tables = []
     per_point: dict[int, list[tuple[BuiltIndex, SweepPoint, np.ndarray, np.ndarray]]] = {}
     for built, points in builds:
         for position, point in enumerate(points):
-            recall = ann_recall_at_k(point.indices, exact_indices, queries, documents, k, reference_metric)
+            recall = ann_recall_at_k(gathered.positions(point.indices), exact_positions, queries, gathered.vectors, k,
+                                     reference_metric)
             ann = evaluate_run(
                 pl.from_arrow(point.run_table(query_ids, doc_ids)), qrels, measures, conventions, query_ids=query_ids
             )

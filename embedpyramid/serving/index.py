@@ -7,7 +7,26 @@ rotations, PCA) use FAISS's fixed internal seeds. Multi-threaded HNSW insertion 
 reductions depend on thread scheduling, so only a build with ``threads=1`` is guaranteed to
 serialize to the same bytes for the same seed.
 
-Training sets: FAISS's k-means asks for at least 39 training points per centroid and prints a
+Memory: an index is built from the document vectors block by block (a stored table is read
+``block_rows`` rows at a time, never whole; :mod:`~embedpyramid.serving.vectors`): one pass
+decides the preparation (:class:`~embedpyramid.serving.vectors.Preparation`), one gathers the
+training sample of a trained index, one adds the blocks (int8 adds a pass for its range). The
+build then holds one block, the training sample (at most ``training_rows`` vectors) and the
+index. Adding block by block gives the same index, byte for byte, as one ``add`` of the whole
+matrix, except for graph indexes: FAISS inserts the points of one HNSW ``add`` level by level,
+highest first, so smaller adds build a different graph. A graph index (HNSW, NSG) is therefore
+built with one ``add`` of all the prepared vectors — it holds every vector (HNSW,Flat) or code
+in its graph anyway, so its build is O(N) in memory by nature, about twice the index for
+HNSW,Flat.
+
+Training sets: a trained index is trained on every vector when there are at most
+``training_rows`` (:data:`~embedpyramid.serving.specs.TRAINING_ROWS`) of them — the training
+set of earlier versions, so those indexes are unchanged — and otherwise on a uniform sample of
+``training_rows`` rows drawn without replacement with the build seed
+(``numpy.random.default_rng(seed)``), in table order (:func:`training_rows_for`). The int8 range
+(:func:`~embedpyramid.serving.vectors.int8_peak`) is a running maximum over every vector.
+
+FAISS's k-means asks for at least 39 training points per centroid and prints a
 warning per k-means run below that (once per PQ sub-quantizer: 32 lines for ``PQ32``). Those
 prints are silenced (the threshold only gates the message, the training is the same), and a
 spec trained on fewer points becomes one finding in :attr:`BuiltIndex.training_findings`,
@@ -27,6 +46,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +54,17 @@ import faiss
 import numpy as np
 
 from embedpyramid.config.ann import IndexSpec
-from embedpyramid.serving.specs import MIN_POINTS_PER_CENTROID, resolve_factory
-from embedpyramid.serving.vectors import binarize, prepared_vectors, symmetric_int8_index
+from embedpyramid.serving.specs import MIN_POINTS_PER_CENTROID, TRAINING_ROWS, resolve_factory
+from embedpyramid.serving.vectors import (
+    Preparation,
+    Vectors,
+    binarize,
+    gather_rows,
+    int8_peak,
+    symmetric_int8_index,
+    vector_blocks,
+    vector_shape,
+)
 from embedpyramid.store import CorruptFileError, StorePath, is_local, read_json, remove_tree, write_bytes, write_json
 from embedpyramid.usage import PeakRss
 
@@ -56,7 +85,8 @@ class BuiltIndex:
     dimension (after a cut); ``index_bytes`` the size of the serialized index, the file
     :func:`save_index` writes (binary rescoring also reads the float vectors, not counted);
     ``peak_rss_bytes`` the largest resident set size of the process during the build;
-    ``training_findings`` one line per training set smaller than FAISS recommends.
+    ``training_findings`` one line per training set smaller than FAISS recommends;
+    ``training_vectors`` how many vectors the training read (0 for an index without training).
     """
 
     spec: IndexSpec
@@ -71,6 +101,7 @@ class BuiltIndex:
     index_bytes: int
     faiss_version: str
     training_findings: tuple[str, ...] = ()
+    training_vectors: int = 0
 
     @property
     def bytes_per_vector(self) -> float:
@@ -131,34 +162,115 @@ def training_findings(factory: str, n_vectors: int, kmeans: list[tuple[str, int]
             f"({centroids} centroids per {what} × {MIN_POINTS_PER_CENTROID})",)
 
 
+def spec_preparation(spec: IndexSpec, vectors: Vectors) -> Preparation:
+    """How a spec prepares the vectors it indexes or searches with (its cut, its metric), decided
+    in one pass over ``vectors``."""
+    dimension = vector_shape(vectors)[1]
+    if spec.dimension is not None and spec.dimension > dimension:
+        raise ValueError(f"{spec.describe()} cuts to {spec.dimension} dimensions, but the vectors have {dimension}")
+    return Preparation.of(vector_blocks(vectors), spec.metric or "inner_product", spec.dimension)
+
+
 def indexed_vectors(spec: IndexSpec, vectors: np.ndarray) -> np.ndarray:
-    """The vectors a spec indexes or searches with (see :func:`prepared_vectors`)."""
-    if spec.dimension is not None and spec.dimension > vectors.shape[1]:
-        raise ValueError(f"{spec.describe()} cuts to {spec.dimension} dimensions, but the vectors have {vectors.shape[1]}")
-    return prepared_vectors(vectors, spec.metric or "inner_product", spec.dimension)
+    """The vectors a spec indexes or searches with (see :class:`~embedpyramid.serving.vectors.Preparation`)."""
+    return spec_preparation(spec, vectors)(vectors)
 
 
-def _build(spec: IndexSpec, factory: str, vectors: np.ndarray, seed: int) -> tuple[AnnIndex, tuple[str, ...]]:
-    metric = spec.metric or "inner_product"
-    if spec.kind == "int8":
-        return symmetric_int8_index(vectors, metric), ()
-    if spec.kind == "binary":
-        binary = faiss.IndexBinaryFlat(vectors.shape[1])
-        binary.add(binarize(vectors))
-        return binary, ()
+def training_rows_for(n_vectors: int, seed: int, training_rows: int = TRAINING_ROWS) -> np.ndarray:
+    """The rows a trained index is trained on (see the module docstring): all of them up to
+    ``training_rows``, else that many drawn with ``seed``, in table order."""
+    if n_vectors <= training_rows:
+        return np.arange(n_vectors)
+    return np.sort(np.random.default_rng(seed).choice(n_vectors, training_rows, replace=False))
+
+
+def _graph_index(index: faiss.Index) -> bool:
+    """Whether the index that stores the vectors is a graph (HNSW, NSG), below any transform."""
+    index = faiss.downcast_index(index)
+    if hasattr(index, "hnsw") or hasattr(index, "nsg"):
+        return True
+    inner = getattr(index, "index", None)
+    return inner is not None and _graph_index(inner)
+
+
+@dataclass
+class _Timer:
+    """Seconds spent in the timed calls (FAISS's training and adding), reading excluded."""
+
+    seconds: float = 0.0
+
+    @contextmanager
+    def timed(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def _cannot_build(spec: IndexSpec, factory: str, n_vectors: int, dimension: int, error: RuntimeError) -> ValueError:
+    return ValueError(f"{spec.describe()}: FAISS cannot build {factory!r} over {n_vectors} vectors of "
+                      f"dimension {dimension}: {error}")
+
+
+def _factory_index(spec: IndexSpec, factory: str, documents: Vectors, preparation: Preparation, dimension: int,
+                   seed: int, training_rows: int, timer: _Timer) -> tuple[faiss.Index, tuple[str, ...], int]:
+    """The factory's index, seeded and trained on the training sample: (index, findings, training vectors)."""
+    n_vectors = vector_shape(documents)[0]
     kmeans: list[tuple[str, int]] = []
     try:
-        index = faiss.index_factory(vectors.shape[1], factory, _FAISS_METRICS[metric])
+        index = faiss.index_factory(dimension, factory, _FAISS_METRICS[spec.metric or "inner_product"])
         _prepare_training(index, seed, kmeans)
-        if not index.is_trained:
-            index.train(vectors)
-        index.add(vectors)
+        if index.is_trained:
+            return index, (), 0
+        sample = preparation(gather_rows(documents, training_rows_for(n_vectors, seed, training_rows)))
+        with timer.timed():
+            index.train(sample)
     except RuntimeError as error:
-        raise ValueError(
-            f"{spec.describe()}: FAISS cannot build {factory!r} over {len(vectors)} vectors of "
-            f"dimension {vectors.shape[1]}: {error}"
-        ) from None
-    return index, training_findings(factory, len(vectors), kmeans)
+        raise _cannot_build(spec, factory, n_vectors, dimension, error) from None
+    return index, training_findings(factory, len(sample), kmeans), len(sample)
+
+
+def _build(spec: IndexSpec, factory: str, documents: Vectors, preparation: Preparation, seed: int,
+           training_rows: int, timer: _Timer) -> tuple[AnnIndex, tuple[str, ...], int]:
+    """(index, training findings, training vectors); see the module docstring for the passes."""
+    n_vectors, stored_dimension = vector_shape(documents)
+    dimension = preparation.dimension or stored_dimension
+
+    def blocks() -> Iterator[np.ndarray]:
+        return (preparation(block) for block in vector_blocks(documents))
+
+    index: AnnIndex
+    findings: tuple[str, ...] = ()
+    if spec.kind == "int8":
+        peaks = []
+        for block in blocks():
+            with timer.timed():
+                peaks.append(int8_peak(block))
+        with timer.timed():
+            index = symmetric_int8_index(reduce(np.maximum, peaks), spec.metric or "inner_product")
+        training = n_vectors
+    elif spec.kind == "binary":
+        index, training = faiss.IndexBinaryFlat(dimension), 0
+    else:
+        index, findings, training = _factory_index(spec, factory, documents, preparation, dimension, seed,
+                                                   training_rows, timer)
+    try:
+        if isinstance(index, faiss.IndexBinary):
+            for block in blocks():
+                with timer.timed():
+                    index.add(binarize(block))
+        elif _graph_index(index):
+            vectors = np.concatenate(list(blocks()))
+            with timer.timed():
+                index.add(vectors)
+        else:
+            for block in blocks():
+                with timer.timed():
+                    index.add(block)
+    except RuntimeError as error:
+        raise _cannot_build(spec, factory, n_vectors, dimension, error) from None
+    return index, findings, training
 
 
 def serialize_index(index: AnnIndex) -> bytes:
@@ -174,24 +286,28 @@ def _deserialize_index(spec: IndexSpec, data: bytes) -> AnnIndex:
     return faiss.deserialize_index(buffer)
 
 
-def build_index(spec: IndexSpec, doc_vectors: np.ndarray, *, seed: int, threads: int = 1) -> BuiltIndex:
-    """Build ``spec`` over the document vectors (cut first if the spec has a dimension).
+def build_index(spec: IndexSpec, doc_vectors: Vectors, *, seed: int, threads: int = 1,
+                training_rows: int = TRAINING_ROWS) -> BuiltIndex:
+    """Build ``spec`` over the document vectors (cut first if the spec has a dimension): a matrix,
+    or a stored table read block by block (:class:`~embedpyramid.serving.vectors.TableVectors`)
+    — the same index either way; see the module docstring for what the build holds in memory.
 
-    Timed and RSS-sampled around training and adding only; ``seed`` and ``threads`` are
-    recorded. See the module docstring for what makes two builds identical.
+    Timed around FAISS's training and adding only (reading and preparing blocks excluded);
+    RSS-sampled around the whole build; ``seed`` and ``threads`` are recorded. See the module
+    docstring for what makes two builds identical and for the training sample.
     """
-    vectors = indexed_vectors(spec, doc_vectors)
-    if len(vectors) == 0:
+    n_vectors, _ = vector_shape(doc_vectors)
+    preparation = spec_preparation(spec, doc_vectors)
+    if n_vectors == 0:
         raise ValueError(f"{spec.describe()}: cannot build an index over zero vectors")
-    factory = resolve_factory(spec, len(vectors))
+    factory = resolve_factory(spec, n_vectors)
+    timer = _Timer()
     with faiss_thread_limit(threads), PeakRss() as rss:
-        start = time.perf_counter()
-        index, findings = _build(spec, factory, vectors, seed)
-        seconds = time.perf_counter() - start
+        index, findings, training = _build(spec, factory, doc_vectors, preparation, seed, training_rows, timer)
     return BuiltIndex(
-        spec=spec, index=index, factory=factory, dimension=vectors.shape[1], n_vectors=len(vectors),
-        seed=seed, threads=threads, build_seconds=seconds, peak_rss_bytes=rss.peak_bytes,
+        spec=spec, index=index, factory=factory, dimension=index.d, n_vectors=n_vectors, seed=seed, threads=threads, build_seconds=timer.seconds, peak_rss_bytes=rss.peak_bytes,
         index_bytes=len(serialize_index(index)), faiss_version=faiss.__version__, training_findings=findings,
+        training_vectors=training,
     )
 
 

@@ -8,6 +8,13 @@ from the card unless it names one (then a finding says so). Indexes are content-
 folders under ``<data>/indexes``: a spec, embeddings and seed that were built once are loaded,
 not rebuilt. Findings (a metric override, a training set smaller than FAISS recommends) are
 kept once per spec in ``findings.json`` beside its results.
+
+Memory: the document table is never read whole. Indexes are built from it block by block
+(:func:`~embedpyramid.serving.index.build_index`), binary rescoring and ANN recall read only the
+rows their candidates and top-k name; the document ids (strings), the query vectors and the
+index itself are held whole. A graph index (HNSW) is the exception: FAISS builds it from one
+``add`` of every vector, so its build holds the prepared table (see
+:mod:`embedpyramid.serving.index`).
 """
 
 from __future__ import annotations
@@ -20,7 +27,13 @@ import polars as pl
 
 from embedpyramid.config import IndexSpec, ProjectConfig, ResolvedModel
 from embedpyramid.data import FrozenDataset
-from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings
+from embedpyramid.encode import (
+    BLOCK_ROWS,
+    cached_embedding_path,
+    embedding_ids,
+    read_embedding_metadata,
+    read_embeddings,
+)
 from embedpyramid.reports.report import Figure, ReportSection
 from embedpyramid.retrieval.search import search_metric
 from embedpyramid.serving.evaluate import SpecEvaluation, evaluate_spec
@@ -28,6 +41,7 @@ from embedpyramid.serving.frontier import frontier, frontier_svg, qps_at_recall
 from embedpyramid.serving.index import BuiltIndex, build_index, index_complete, load_index, save_index
 from embedpyramid.serving.specs import build_seeds, index_file_name, resolve_metric
 from embedpyramid.serving.sweep import search_sweep
+from embedpyramid.serving.vectors import TableVectors
 from embedpyramid.store import ArtifactStore, read_frame, read_json, remove_tree, write_json, write_parquet, write_text
 
 FRONTIER_COLUMNS = ("spec", "sweep_param", "sweep_value", "ann_recall", "ann_recall_sd", "qps", "p50_ms", "p95_ms",
@@ -72,11 +86,12 @@ class ServingResult:
 
 def evaluate_serving(
     config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, dataset: str, frozen: FrozenDataset,
-    spec: IndexSpec,
+    spec: IndexSpec, *, block_rows: int = BLOCK_ROWS,
 ) -> ServingResult:
     """Build (or load) the spec's index over the card's document vectors once per seed, sweep
     each, and measure them against the exact run: ANN recall@k, relevance under ANN, the paired
-    delta (mean ± sd over seeds), the costs."""
+    delta (mean ± sd over seeds), the costs. The document table is read ``block_rows`` rows at a
+    time (see the module docstring); the results do not depend on ``block_rows``."""
     assert config.ann is not None, "L4 needs configs/ann.yaml"
     settings, comparison = config.ann.settings, config.protocol.comparison
     reference = search_metric(model.similarity, model.card.normalize)
@@ -84,7 +99,7 @@ def evaluate_serving(
     query_path = cached_embedding_path(store, model, frozen, "query")
     document_path = cached_embedding_path(store, model, frozen, "document")
     query_ids, queries = read_embeddings(query_path)
-    doc_ids, documents = read_embeddings(document_path)
+    doc_ids, documents = embedding_ids(document_path), TableVectors(document_path, block_rows)
     builds, paths, reused = [], [], []
     for seed in build_seeds(spec, settings):
         index_path = stored_index_path(store, model, document_path, spec, seed)

@@ -19,6 +19,12 @@ from embedpyramid.hashing import sha256_json
 MIN_POINTS_PER_CENTROID = 39
 """FAISS k-means warns below 39 training points per centroid; ``{n}`` never asks for fewer."""
 
+TRAINING_ROWS = 262_144
+"""Most vectors a trained index (IVF, PQ, SQ, OPQ, ...) is trained on: a larger table trains on
+a seeded sample of this many rows (:func:`embedpyramid.serving.index.training_rows_for`), so
+training holds at most this many vectors. At ``{n}`` (4·sqrt(N) lists) that still gives FAISS's
+39 points per list up to N ≈ 2.8 million; FAISS's own k-means keeps at most 256 per centroid."""
+
 _FORMAT_VERSION = 2
 """Bumped when the layout of a saved index changes, so older files are never read as current."""
 
@@ -70,14 +76,15 @@ def resolve_factory(spec: IndexSpec, n_vectors: int) -> str:
     return spec.factory.replace(NLIST_PLACEHOLDER, str(nlist_for(n_vectors)))
 
 
-def index_file_name(spec: IndexSpec, embeddings_sha: str, seed: int) -> str:
+def index_file_name(spec: IndexSpec, embeddings_sha: str, seed: int, training_rows: int = TRAINING_ROWS) -> str:
     """Content-addressed name of a saved index (a folder holding the index and its manifest):
-    the spec's identity (its metric resolved), the embeddings hash, the seed and the FAISS
-    version. The embeddings hash fixes N, so ``{n}`` resolves the same way under one name."""
+    the spec's identity (its metric resolved), the embeddings hash, the seed, the training-set
+    cap and the FAISS version. The embeddings hash fixes N, so ``{n}`` resolves the same way
+    under one name, and with the seed and the cap it fixes the training sample."""
     if spec.metric is None:
         raise ValueError(f"{spec.describe()}: resolve its metric against the card first (resolve_metric)")
     digest = sha256_json({
-        "spec": spec.identity(), "embeddings": embeddings_sha, "seed": seed,
+        "spec": spec.identity(), "embeddings": embeddings_sha, "seed": seed, "training_rows": training_rows,
         "faiss": faiss.__version__, "format": _FORMAT_VERSION,
     })
     return f"{spec.name}-{digest[:20]}"

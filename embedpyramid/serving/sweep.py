@@ -4,6 +4,14 @@ Throughput and latency are never mixed: QPS is measured with ``batch_size`` quer
 over all queries (the fastest of ``repeats`` timed passes, after one warm-up call); latency is
 measured one query per call over a seeded sample of ``latency_queries`` queries. Both include
 the pipeline's own work per call (score conversion, re-ordering, binary rescoring).
+
+Binary rescoring reads the float vectors of candidates only: before the timed passes, every
+query's candidates at every sweep value are found once and their rows gathered from the
+documents (a stored table in one pass over its blocks;
+:class:`~embedpyramid.serving.vectors.GatheredRows`), so the search holds the union of those
+rows — at most min(N, n_queries × the sum of the rescore depths) vectors — not the table. The
+timed search looks each candidate's row up there and rescores the same pairs to the same
+scores as from the whole matrix.
 """
 
 from __future__ import annotations
@@ -19,8 +27,8 @@ import pyarrow as pa
 
 from embedpyramid.config.ann import IndexSpec
 from embedpyramid.retrieval.search import order_rows, run_table
-from embedpyramid.serving.index import BuiltIndex, faiss_thread_limit, indexed_vectors
-from embedpyramid.serving.vectors import binarize, pair_scores
+from embedpyramid.serving.index import BuiltIndex, faiss_thread_limit, indexed_vectors, spec_preparation
+from embedpyramid.serving.vectors import GatheredRows, Vectors, binarize, pair_scores
 
 Search = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -65,10 +73,11 @@ def _faiss_search(index: faiss.Index, spec: IndexSpec, k: int, value: int | None
     return search
 
 
-def _binary_search(index: faiss.IndexBinary, spec: IndexSpec, documents: np.ndarray, k: int, rescore: int) -> Search:
+def _binary_search(index: faiss.IndexBinary, spec: IndexSpec, documents: GatheredRows, k: int, rescore: int) -> Search:
     def search(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         _, candidates = index.search(binarize(batch), rescore)
-        scores = pair_scores(batch, documents, candidates, spec.metric or "inner_product", dtype=np.float32)
+        scores = pair_scores(batch, documents.vectors, documents.positions(candidates), spec.metric or "inner_product",
+                             dtype=np.float32)
         scores, indices = order_rows(scores, candidates)
         return scores[:, :k], indices[:, :k]
 
@@ -76,9 +85,10 @@ def _binary_search(index: faiss.IndexBinary, spec: IndexSpec, documents: np.ndar
 
 
 def _prepared_searches(
-    built: BuiltIndex, k: int, documents: np.ndarray | None
+    built: BuiltIndex, k: int, queries: np.ndarray, documents: Vectors | None
 ) -> list[tuple[int | None, Callable[[], Search]]]:
-    """Per sweep value (in order), a function that configures the index and returns its search."""
+    """Per sweep value (in order), a function that configures the index and returns its search;
+    ``queries`` are the prepared queries (a binary spec gathers their candidates' rows here)."""
     spec, index = built.spec, built.index
     values: Sequence[int | None] = spec.sweep.values if spec.sweep else (None,)
     if isinstance(index, faiss.IndexBinary):
@@ -87,8 +97,10 @@ def _prepared_searches(
         too_few = [value for value in values if value is None or value < k]
         if too_few:
             raise ValueError(f"{spec.describe()} rescores {too_few[0]} candidates per query; it needs at least k={k}")
-        rescore_vectors = indexed_vectors(spec, documents)
-        return [(value, partial(_binary_search, index, spec, rescore_vectors, k, value)) for value in values]
+        codes = binarize(queries)
+        rescored = GatheredRows.of(documents, [index.search(codes, value)[1] for value in values],
+                                   spec_preparation(spec, documents))
+        return [(value, partial(_binary_search, index, spec, rescored, k, value)) for value in values]
     return [(value, partial(_faiss_search, index, spec, k, value)) for value in values]
 
 
@@ -140,12 +152,13 @@ def search_sweep(
     seed: int,
     threads: int = 1,
     repeats: int = 1,
-    documents: np.ndarray | None = None,
+    documents: Vectors | None = None,
 ) -> list[SweepPoint]:
     """Search every query at every sweep value of ``built.spec``.
 
     ``queries`` are the full float query vectors (a dimension cut is applied here);
-    ``documents`` the full float document vectors, needed only by binary specs to rescore.
+    ``documents`` the full float document vectors (a matrix, or a stored table read block by
+    block), needed only by binary specs to rescore their candidates.
     ``seed`` draws the latency sample. Runs FAISS on ``threads`` threads.
     """
     if k < 1 or batch_size < 1 or latency_queries < 1 or repeats < 1:
@@ -156,7 +169,7 @@ def search_sweep(
     sample = np.sort(np.random.default_rng(seed).choice(len(vectors), min(latency_queries, len(vectors)), replace=False))
     points = []
     with faiss_thread_limit(threads):
-        for value, prepare in _prepared_searches(built, k, documents):
+        for value, prepare in _prepared_searches(built, k, vectors, documents):
             points.append(_measure(
                 built.spec, value, prepare(), vectors,
                 batch_size=batch_size, repeats=repeats, latency_sample=sample, threads=threads,

@@ -18,18 +18,20 @@ from embedpyramid.config.ann import Sweep
 from embedpyramid.config.systems import AnnReference
 from embedpyramid.serving.index import BuiltIndex
 from embedpyramid.serving.sweep import SweepPoint, search_sweep
+from embedpyramid.serving.vectors import Vectors
 
 
 def ann_first_stage(
     built: BuiltIndex, reference: AnnReference, queries: np.ndarray, query_ids: Sequence[str],
     doc_ids: Sequence[str], *, depth: int, batch_size: int, latency_queries: int, seed: int, threads: int = 1,
-    documents: np.ndarray | None = None,
+    documents: Vectors | None = None,
 ) -> tuple[pl.DataFrame, SweepPoint]:
     """The run (``query_id, rank, doc_id, score``) of ``built`` at the sweep point of
     ``reference`` and ``depth`` candidates per query, with the sweep point's QPS and latency.
 
     ``queries`` are the model's full float query vectors; ``documents`` its full float
-    document vectors, needed by binary specs only (they rescore).
+    document vectors (a matrix, or a stored table of which only the candidates' rows are read),
+    needed by binary specs only (they rescore).
     """
     spec = built.spec
     if reference.spec != spec.name:

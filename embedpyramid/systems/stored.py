@@ -21,7 +21,14 @@ import polars as pl
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.config.systems import EXACT, AnnReference, BiEncoderSystem, parse_ann_reference
 from embedpyramid.data import FrozenDataset, open_frozen
-from embedpyramid.encode import Encoder, Kind, cached_embedding_path, read_embedding_metadata, read_embeddings
+from embedpyramid.encode import (
+    Encoder,
+    Kind,
+    cached_embedding_path,
+    embedding_ids,
+    read_embedding_metadata,
+    read_embeddings,
+)
 from embedpyramid.retrieval.search import search_metric
 from embedpyramid.store import ArtifactStore, read_frame
 from embedpyramid.systems.first_stage import ann_first_stage
@@ -124,6 +131,7 @@ def _ann_run(config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, 
     from embedpyramid.serving.index import index_complete, load_index
     from embedpyramid.serving.level import stored_index_path
     from embedpyramid.serving.specs import build_seeds, resolve_metric
+    from embedpyramid.serving.vectors import TableVectors
 
     assert config.ann is not None and config.systems is not None
     settings, systems = config.ann.settings, config.systems.settings
@@ -138,7 +146,7 @@ def _ann_run(config: ProjectConfig, store: ArtifactStore, model: ResolvedModel, 
         raise ValueError(f"the index of ann:{reference.spec} for {model.key} is not built ({path}): materialize "
                          f"its L4 asset first")
     query_ids, queries = read_embeddings(cached_embedding_path(store, model, frozen, "query"))
-    doc_ids, documents = read_embeddings(document_path)
+    doc_ids, documents = embedding_ids(document_path), TableVectors(document_path)
     run, _ = ann_first_stage(load_index(path, spec), reference, queries, query_ids, doc_ids, depth=depth,
                              batch_size=settings.batch_size, latency_queries=systems.latency_queries,
                              seed=systems.seed, threads=settings.threads, documents=documents)

@@ -1,11 +1,15 @@
 """Synthetic clustered embeddings for the L4 tests: unit vectors around a few hundred centres."""
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from embedpyramid.config import IndexSpec
+from embedpyramid.encode.tables import vectors_to_table
+from embedpyramid.serving.vectors import TableVectors
 
 Vectors = tuple[np.ndarray, np.ndarray]
 
@@ -35,3 +39,18 @@ def make_spec() -> Callable[..., IndexSpec]:
         return IndexSpec.model_validate({"name": name, "seed": 42, **fields})
 
     return make
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> Callable[..., TableVectors]:
+    """``stored(vectors, block_rows, row_group_rows)`` -> the vectors written as an embedding table
+    (ids ``d0, d1, ...``; one row group per ``row_group_rows``, as encode shards are), read back in
+    blocks of ``block_rows``."""
+
+    def write(vectors: np.ndarray, block_rows: int, row_group_rows: int = 300) -> TableVectors:
+        path = tmp_path / f"documents-{len(list(tmp_path.glob('*.parquet')))}.parquet"
+        pq.write_table(vectors_to_table([f"d{i}" for i in range(len(vectors))], vectors), path,
+                       row_group_size=row_group_rows)
+        return TableVectors(path, block_rows)
+
+    return write

@@ -157,3 +157,38 @@ def test_a_small_training_set_is_one_finding_not_faiss_prints():
     assert "WARNING" not in result.stderr and "clustering" not in result.stderr
     assert result.stdout.strip() == ("('IVF22,PQ32 trained on 870 vectors; FAISS recommends ≥ 9,984 "
                                      "(256 centroids per PQ sub-quantizer × 39)',)")
+
+
+@pytest.mark.parametrize(("fields", "training_vectors"), [
+    ({"factory": "Flat"}, 0), ({"factory": "IVF{n},PQ4x4"}, 2000), ({"factory": "SQ8"}, 2000),
+    ({"factory": "OPQ4,IVF16,PQ4"}, 2000), ({"factory": "HNSW16"}, 0),
+    ({"factory": "Flat", "dimension": 8, "metric": "cosine"}, 0), ({"kind": "int8"}, 2000),
+    ({"kind": "binary", "sweep": {"rescore": [10]}}, 0),
+])
+def test_a_table_read_in_blocks_builds_the_index_of_the_whole_matrix(clustered, make_spec, stored, fields,
+                                                                     training_vectors):
+    """Seven blocks of 300 rows (the last shorter) from row groups of 128: the same bytes as one add."""
+    documents, _ = clustered(n_docs=2000, dim=16)
+    spec = make_spec(**{"metric": "inner_product", **fields})
+    whole = build_index(spec, documents, seed=5)
+    blocks = build_index(spec, stored(documents, block_rows=300, row_group_rows=128), seed=5)
+    assert serialize_index(blocks.index) == serialize_index(whole.index)
+    assert blocks.manifest() | {"build_seconds": 0, "peak_rss_bytes": 0} == whole.manifest() | {
+        "build_seconds": 0, "peak_rss_bytes": 0}
+    assert blocks.training_vectors == training_vectors
+
+
+def test_a_table_over_the_training_cap_trains_on_a_seeded_sample_in_table_order(clustered, make_spec, stored):
+    documents, _ = clustered(n_docs=2000, dim=16)
+    spec = make_spec(factory="IVF16,Flat", metric="inner_product")
+    built = build_index(spec, stored(documents, block_rows=300), seed=7, training_rows=500)
+    sample = np.sort(np.random.default_rng(7).choice(2000, 500, replace=False))
+    reference = faiss.index_factory(16, "IVF16,Flat", faiss.METRIC_INNER_PRODUCT)
+    reference.cp.seed = 7
+    reference.train(documents[sample])
+    reference.add(documents)
+    assert serialize_index(built.index) == serialize_index(reference)
+    assert serialize_index(build_index(spec, documents, seed=7, training_rows=500).index) == serialize_index(reference)
+    assert built.training_vectors == 500 and built.training_findings == (
+        "IVF16,Flat trained on 500 vectors; FAISS recommends ≥ 624 (16 centroids per IVF coarse quantizer × 39)",)
+    assert build_index(spec, documents, seed=7, training_rows=2000).training_vectors == 2000

@@ -44,7 +44,7 @@ def test_ivf_points_are_ordered_and_missing_results_leave_the_run(clustered, mak
     np.testing.assert_array_equal(all_lists.indices, exact_topk(queries, documents, 50)[1])
 
 
-def test_binary_rescores_candidates_with_the_float_vectors(clustered, make_spec):
+def test_binary_rescores_candidates_with_the_float_vectors(clustered, make_spec, stored):
     documents, queries = clustered(n_docs=2000, n_queries=50, dim=64)
     built = build_index(make_spec(kind="binary", sweep={"rescore": [10, 2000]}), documents, seed=0)
     with pytest.raises(ValueError, match="pass documents="):
@@ -55,6 +55,12 @@ def test_binary_rescores_candidates_with_the_float_vectors(clustered, make_spec)
     exact_scores, exact_indices = exact_topk(queries, documents, 10)
     np.testing.assert_array_equal(everything.indices, exact_indices)  # rescoring every document is exact
     np.testing.assert_allclose(narrow.scores, (queries[:, None, :] * documents[narrow.indices]).sum(-1), rtol=1e-5)
+    # Rescored from the candidates' rows of a table read in blocks: the same scores, bit for bit.
+    table = stored(documents, block_rows=256, row_group_rows=100)
+    for from_table, from_matrix in zip(search_sweep(built, queries, 10, documents=table, **SEARCH), (narrow, everything),
+                                       strict=True):
+        np.testing.assert_array_equal(from_table.indices, from_matrix.indices)
+        np.testing.assert_array_equal(from_table.scores, from_matrix.scores)
 
 
 @pytest.mark.parametrize("metric", ["inner_product", "l2"])
