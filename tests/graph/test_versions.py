@@ -155,6 +155,34 @@ def test_a_partition_materialized_for_the_first_time_stales_the_summaries(write_
     assert built.metadata["sources_kept"].value == len(sources) - len(new) > 0
 
 
+def test_run_rewrites_the_comparisons_of_the_dataset_that_changed_only(write_configs, tmp_path):
+    other = beir_folder(tmp_path / "other-beir")
+    folder, _ = two_cards(write_configs, tmp_path, other={"loader": "beir", "path": str(other)})
+    instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
+    assert run_pipeline(folder, data, instance=instance, log=lambda _: None).failures == []
+    files = {dataset: data / "comparisons" / "datasets" / dataset / "comparisons.parquet" for dataset in ("tiny", "other")}
+    before = {dataset: path.stat().st_mtime_ns for dataset, path in files.items()}
+    # New qrels on one dataset: its partitions and its comparisons are recomputed, tiny's are not.
+    (other / "qrels" / "test.tsv").write_text("".join(f"q{i}\td{(i + 1) % 12}\t1\n" for i in range(12)))
+    report = run_pipeline(folder, data, instance=instance, log=lambda _: None)
+    assert report.failures == [] and report.summary_built and report.frozen == ["other"]
+    assert {dataset for _, dataset in report.materialized} == {"other"}
+    assert files["tiny"].stat().st_mtime_ns == before["tiny"] and files["other"].stat().st_mtime_ns != before["other"]
+    runs = [record for record in instance.fetch_materializations(dg.AssetKey("comparisons"), limit=10).records]
+    assert sorted(record.partition_key for record in runs) == ["other", "other", "tiny"]
+    # One summary run (the first command had one per dataset): other's comparisons, then the
+    # summaries over every dataset, which read both datasets' comparisons.
+    summary_runs = instance.get_runs(dg.RunsFilter(job_name="summary"))
+    assert [run.tags.get("dagster/partition") for run in summary_runs] == ["other", "other", "tiny"]
+    last = instance.get_records_for_run(summary_runs[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+    assert {record.event_log_entry.dagster_event.asset_key.to_user_string() for record in last.records} >= {
+        "comparisons", "results_db", "comparison_report"}
+    assert [verdict.split(" · ")[0] for verdict in verdicts(data)] == ["tiny", "other"]
+    with duckdb.connect(str(data / "results.duckdb"), read_only=True) as db:
+        assert db.execute("SELECT DISTINCT dataset FROM comparisons ORDER BY dataset").fetchall() == [("other",), ("tiny",)]
+    assert {row.state for row in project_status(folder, data, instance=instance)} == {"fresh"}
+
+
 def test_the_nightly_refresh_freezes_every_dataset_with_data(write_configs, tmp_path):
     lee = {"loader": "gensim-lee", "task": "sts"}
     folder = write_configs(models={"ngrams": toy()}, datasets={"tiny": {"loader": "beir", "path": str(
