@@ -216,9 +216,10 @@ class Freshness:
     inputs has a new data version, not while an input is itself stale. Here a partition is also
     stale when anything upstream of it is not fresh (with the upstream's root causes), so
     ``embedpyramid status`` shows every partition that ``run`` will recompute. A summary
-    (unpartitioned, reading partitioned inputs) is stale when one of its input partitions has a
-    new data version since it was built (Dagster misses a partition materialized for the first
-    time) or is not current: a summary never uses such an input (:meth:`summary_inputs`).
+    (:meth:`is_summary`: unpartitioned over partitioned inputs, or one dataset's partition over
+    every card's partition on it) is stale when one of its input partitions has a new data
+    version since it was built (Dagster misses a partition materialized for the first time) or
+    is not current: a summary never uses such an input (:func:`summary_inputs`).
     """
 
     def __init__(self, instance: dg.DagsterInstance, asset_graph: Any):

@@ -105,7 +105,8 @@ refresh_datasets_job = dg.define_asset_job(
 )
 summary_job = dg.define_asset_job(
     "summary", selection=summary_selection - WITHOUT_UP_TO_DATE,
-    description="Recompute the comparisons, results.duckdb, the report and the other cross-model summaries",
+    description="Recompute one dataset's comparisons (the run's partition), results.duckdb, the report and the "
+                "other cross-model summaries",
 )
 dataset_evaluation_job = dg.define_asset_job(
     "evaluate_dataset", selection=dg.AssetSelection.tag(*DATASET_LEVEL_TAG) - WITHOUT_UP_TO_DATE,

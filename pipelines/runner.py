@@ -14,7 +14,7 @@ job; what the selected partitions read in another card's partition (a bi-encoder
 card's embeddings, by the graph's partition mappings) is materialized there next, even for a
 card outside ``--models`` (then only that); each (card, dataset) partition goes through the
 ``evaluate`` job (``evaluate_F`` for a task dataset), then the ``summary`` job rebuilds the
-comparisons, the results database and the report. A failing partition is reported and does not
+comparisons of each dataset where something changed, the results database and the report. A failing partition is reported and does not
 stop the others; a dataset that fails to freeze skips only its own partitions; what was already
 written stays.
 Every run carries the tags of :func:`graphbase.instance.run_tags`.
