@@ -32,6 +32,8 @@ NORMALIZATION_PRICE = "normalization_price"
 SERVING_FRONTIER = "serving_frontier"
 DOWNSTREAM_ANSWERS = "downstream_answers"
 COMPARISONS = "comparisons"
+INPUTS_DIGEST = "input_partitions_digest"
+"""The metadata key of a summary's materialization that records :attr:`SummaryInputs.digest`."""
 
 EXCLUDED_SCHEMA: dict[str, pl.DataType] = {
     "asset": pl.String(), "dataset": pl.String(), "model": pl.String(), "state": pl.String(), "reason": pl.String(),
@@ -86,9 +88,12 @@ class ExcludedInput:
 
 @dataclass(frozen=True)
 class SummaryInputs:
-    """The input partitions of a summary that are not current; every other one is."""
+    """The input partitions of a summary that are not current; every other one is. ``digest``:
+    the sha256 of the input partitions materialized when the summary was built, recorded with it
+    so that one that is gone since (a card or dataset left the config) makes it stale."""
 
     excluded: tuple[ExcludedInput, ...] = ()
+    digest: str | None = None
 
     def admits(self, asset: str, dataset: str, model: str | None = None) -> bool:
         """Whether the result of ``asset`` for (``model``, ``dataset``) may enter the summary."""

@@ -134,13 +134,12 @@ RESAMPLING = Facet(
 )
 COMPARISON = Facet(
     "comparison",
-    "protocol.yaml comparison (baseline, pairs, resampling, tests, slices, report metric) with each dataset's "
-    "slices and group column, and the cards in models.yaml.",
-    lambda config, _: {
-        "datasets": {name: _comparison_settings(config, name) for name in config.datasets},
-        "report_metric": config.protocol.comparison.report_metric,
-        "cards": sorted(model.key for model in config.models.values()),
-    },
+    "Each dataset's comparison settings: protocol.yaml comparison (baseline card, pairs, resampling, tests, "
+    "report metric) with the dataset's slices and group column. A card added or removed reaches the summaries "
+    "through their input partitions (a new partition's data version; a partition gone), so it stales the "
+    "comparisons of the datasets it is evaluated on, no other.",
+    lambda config, dataset: _comparison_settings(config, str(dataset)),
+    "dataset",
 )
 ANN_SETTINGS = Facet(
     "ann_settings", "ann.yaml settings: k, measures, delta metric, timing, recall targets, threads, seed.",

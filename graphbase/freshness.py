@@ -48,7 +48,7 @@ import dagster as dg
 
 from embedpyramid.config import ProjectConfig
 from embedpyramid.hashing import sha256_json
-from embedpyramid.inputs import ExcludedInput, SummaryInputs
+from embedpyramid.inputs import INPUTS_DIGEST, ExcludedInput, SummaryInputs
 from embedpyramid.store import ArtifactStore, read_json
 from graphbase.dagster_internals import (
     DATA_VERSION_TAG,
@@ -301,6 +301,8 @@ class Freshness:
             if self._not_current(parent, found):
                 excluded.append(f"input {_where(parent, parent_partition)} is {found.state}"
                                 + (f" ({'; '.join(found.causes)})" if found.causes else ""))
+        if not changed and self._inputs_left(latest, asset, partition):
+            changed.append("an input partition it read is gone (a card or dataset left the config)")
         if changed or own.needs_work:
             return AssetState(own.asset, partition, "stale", tuple(sorted({*own.causes, *changed, *excluded})))
         summarized = {parent for parent, _ in self.input_partitions(asset, partition)}
@@ -320,6 +322,22 @@ class Freshness:
                 if _summarizes(own, self.graph.get(parent).partitions_def)
                 for parent_partition in parent_partitions(self.view, summary, partition, parent)
                 if parent_partition is not None]
+
+    def inputs_digest(self, summary: dg.AssetKey, partition: str | None = None) -> str:
+        """The sha256 of the summary's input partitions that have a materialization (recorded
+        with each summary: :data:`~embedpyramid.inputs.INPUTS_DIGEST`)."""
+        return sha256_json(sorted(_where(parent, parent_partition)
+                                  for parent, parent_partition in self.input_partitions(summary, partition)
+                                  if self.dagster.status(parent, parent_partition) != "missing"))
+
+    def _inputs_left(self, latest: Any, summary: dg.AssetKey, partition: str | None) -> bool:
+        """Whether an input partition the summary read when it was built has no materialization
+        now (its card or dataset left the config, so Dagster deleted the partition): nothing
+        else upstream changed, yet its tables still hold that partition's rows. A new input
+        partition is seen by its data version instead."""
+        materialization = latest.asset_materialization if latest is not None else None
+        recorded = materialization.metadata.get(INPUTS_DIGEST) if materialization is not None else None
+        return recorded is not None and recorded.value != self.inputs_digest(summary, partition)
 
     def summarizes_something(self, summary: dg.AssetKey, partition: str | None = None) -> bool:
         """Whether an input partition of the summary has ever been materialized: a summary of
@@ -437,7 +455,7 @@ def summary_inputs(freshness: Freshness, summary: dg.AssetKey, config: ProjectCo
         reason = "; ".join(state.causes) or ("never materialized" if state.state == "missing" else "its last run failed")
         excluded.append(ExcludedInput(asset.to_user_string(), dataset, config.models[name].key if name else None,
                                       state.state, reason))
-    return SummaryInputs(tuple(excluded))
+    return SummaryInputs(tuple(excluded), freshness.inputs_digest(summary, partition))
 
 
 def _upstream_causes(state: AssetState, asset: dg.AssetKey, partition: str | None) -> list[str]:
@@ -573,9 +591,23 @@ class _FreshnessCondition(dg.AutomationCondition):
 
     def evaluate(self, context: Any) -> dg.AutomationResult:
         view = context.asset_graph_view
-        freshness = Freshness(view.instance, view.asset_graph)
+        freshness = _tick_freshness(view)
         true = [partition for partition in candidate_partitions(context) if self.holds(freshness, context.key, partition)]
         return dg.AutomationResult(context, true_subset=subset_of(view, context.key, true))
+
+
+_TICK: list[tuple[Any, Freshness]] = []
+"""The states of the tick being evaluated, with Dagster's view of that tick."""
+
+
+def _tick_freshness(view: Any) -> Freshness:
+    """One :class:`Freshness` per tick, shared by every condition of every asset: Dagster builds
+    one asset graph view per tick, and every state read from it is of that moment (a new one per
+    condition walked the upstream partitions again for each: ~1.2 s per partition per tick,
+    ``benchmarks/bench_summary.py``)."""
+    if not _TICK or _TICK[0][0] is not view:
+        _TICK[:] = [(view, Freshness(view.instance, view.asset_graph))]
+    return _TICK[0][1]
 
 
 class StaleCondition(_FreshnessCondition):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import polars as pl
 from graph_helpers import beir_folder, quick_protocol, toy
 
 from embedpyramid.config import load_config
@@ -180,6 +181,38 @@ def test_run_rewrites_the_comparisons_of_the_dataset_that_changed_only(write_con
     assert [verdict.split(" · ")[0] for verdict in verdicts(data)] == ["tiny", "other"]
     with duckdb.connect(str(data / "results.duckdb"), read_only=True) as db:
         assert db.execute("SELECT DISTINCT dataset FROM comparisons ORDER BY dataset").fetchall() == [("other",), ("tiny",)]
+    assert {row.state for row in project_status(folder, data, instance=instance)} == {"fresh"}
+
+
+def test_a_card_added_stales_its_datasets_comparisons_only_and_a_card_removed_stales_them_again(
+        write_configs, tmp_path):
+    other = beir_folder(tmp_path / "other-beir")
+    folder, beir = two_cards(write_configs, tmp_path, other={"loader": "beir", "path": str(other)})
+    instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
+    assert run_pipeline(folder, data, instance=instance, log=lambda _: None).failures == []
+    datasets = {"tiny": {"loader": "beir", "path": str(beir)}, "other": {"loader": "beir", "path": str(other)}}
+    three = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24), "ngrams-32": toy(32)}, datasets=datasets,
+                          protocol=quick_protocol())
+    # Evaluated on `other` only: tiny's comparisons stay fresh (the new card's partition there is
+    # missing, which only excludes it), other's are stale by the new partitions' data versions.
+    assert run_pipeline(three, data, instance=instance, datasets=["other"], log=lambda _: None).failures == []
+    session = open_session(three, data, instance, log=lambda _: None, verbose=False)
+    freshness = session.freshness()
+    assert not freshness.state(dg.AssetKey("comparisons"), "tiny").needs_work_now
+    assert freshness.state(dg.AssetKey("comparisons"), "other").state == "fresh"
+    compared = pl.read_parquet(data / "comparisons" / "datasets" / "other" / "comparisons.parquet")
+    added = load_config(three).models["ngrams-32"].key
+    assert added in set(compared["model_b"])
+    # Removed again: its partitions are deleted, and each comparisons partition that read them
+    # is stale (nothing else upstream changed), then rebuilt without it.
+    write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)}, datasets=datasets, protocol=quick_protocol())
+    session = open_session(folder, data, instance, log=lambda _: None, verbose=False)
+    state = session.freshness().state(dg.AssetKey("comparisons"), "other")
+    assert state.needs_work_now and state.causes == ("an input partition it read is gone (a card or dataset left "
+                                                     "the config)",)
+    assert run_pipeline(folder, data, instance=instance, log=lambda _: None).summary_built
+    compared = pl.read_parquet(data / "comparisons" / "datasets" / "other" / "comparisons.parquet")
+    assert added not in set(compared["model_b"])
     assert {row.state for row in project_status(folder, data, instance=instance)} == {"fresh"}
 
 
