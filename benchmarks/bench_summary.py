@@ -1,0 +1,382 @@
+"""The summaries and the automation tick at 10, 100 and 1,000 partitions: what one new model on one dataset costs.
+
+Workload (defaults): N (card, dataset) partitions, ``--cards`` (10) toy cards on each of N / 10
+datasets (N / ``--cards``), so a dataset's ``comparisons`` always compare 10 models and only the number of
+datasets grows with N (what grows is what the summaries over every dataset, results.duckdb and
+the report, and the automation tick read). Every dataset is the 12-document BEIR folder of the
+graph tests; the cards are ``toy_encoders:CharacterNgrams`` (tests/fixtures is put on
+``sys.path``, as the graph tests do) of distinct dimensions; the protocol is the tests' quick one
+(200 resamples).
+
+Setup, real Dagster throughout (the graph of :func:`pipelines.graph.build_definitions`, the data
+folder's SQLite instance, partitions registered and config facets observed as ``embedpyramid``
+does): ``embedpyramid run``'s :func:`~pipelines.runner.run_pipeline` evaluates the cards on one
+seed dataset, summaries included (once per invocation, copied for each N). The other datasets
+are clones of the seed: its per-dataset artefact folders copied with the dataset's name
+rewritten (JSON text, Parquet string columns and schema metadata), and the latest
+materialization of each of the seed dataset's partitions (frozen data, per-card assets, its
+``comparisons`` partition) reported again for each dataset, the seed's own included, asset by
+asset upstream first: the seed's tags (data, code and input data versions), the current data
+version of each unpartitioned input (the ``config/comparison`` facet covers every dataset of
+datasets.yaml), input event pointers at the latest record then: the provenance Dagster writes
+when no input has moved since. The summaries over every dataset are then built by the real
+``summary`` job. Checked before anything is timed: :class:`graphbase.freshness.Freshness` finds
+every (asset, partition) of the selection and every summary fresh, and a tick requests nothing.
+
+Then one new card (in models.yaml, registered, observed) is evaluated for real on the seed
+dataset (the ``evaluate`` job). Its partitions on the other datasets are missing, as after
+``embedpyramid run --models new --datasets ds0000``. Checked: a tick requests no partition of the
+existing cards and no other dataset's ``comparisons``; it requests the new card's missing
+partitions on the other datasets (their first assets) and the seed's ``comparisons``, or holds
+those while any partition upstream is requested (``UpstreamBusy``), which the output says.
+
+Timed (wall and CPU seconds of this process, the fewest of ``--repeats``):
+
+- ``tick``: ``dg.evaluate_automation_conditions`` over the whole graph (the automation sensor's
+  evaluation, every asset's condition), in steady state and after the new card;
+- ``summary``: the run ``embedpyramid run`` makes for the summaries when one dataset's
+  comparisons need work (:func:`pipelines.runner._summarize`): the ``summary`` job in-process for
+  the seed dataset's ``comparisons`` partition plus the summaries over every dataset that need
+  work (the task comparisons, the L3 transfer, results.duckdb, the report), in one run.
+  results.duckdb is put back as it was before each repeat, so each repeat adds the new
+  partition's files (the instance keeps the earlier repeats' materializations). Checked after
+  the first: the seed's comparisons hold the new card, and no other dataset's comparison files or
+  ``comparisons`` partitions were written.
+
+Targets: after the new card, only the seed dataset's ``comparisons`` partition needs work (what
+partitioning the comparisons by dataset is for; the output names what else makes the others
+stale); the tick at the largest N (steady and after the new card) under the sensor's default
+30-s interval; the summary grows at most linearly between the two largest N (growth exponent
+log(s2/s1) / log(n2/n1) <= 1.1, a margin for a shared machine's noise). Each figure is
+extrapolated to 5,000 partitions from the two largest N, linearly.
+
+Prints the figures with PASS/FAIL per target, then ONE JSON line.
+
+    python benchmarks/bench_summary.py [--partitions 10,100,1000] [--cards 10] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+
+import dagster as dg  # noqa: E402
+import polars as pl  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import yaml  # noqa: E402
+from graph_helpers import beir_folder, quick_protocol, requested_by_automation, toy  # noqa: E402
+
+from embedpyramid.config.selection import select_datasets, select_models  # noqa: E402
+from embedpyramid.store import read_frame  # noqa: E402
+from graphbase.dagster_internals import DATA_VERSION_TAG  # noqa: E402
+from graphbase.freshness import observe_config  # noqa: E402
+from graphbase.instance import run_tags  # noqa: E402
+from graphbase.partitions import model_dataset_key  # noqa: E402
+from pipelines.automation import DEFAULT_SENSOR_INTERVAL, evaluation_job, summary_job  # noqa: E402
+from pipelines.runner import (  # noqa: E402
+    Session,
+    open_session,
+    partition_assets,
+    run_pipeline,
+    selection_states,
+    summary_targets,
+)
+
+SEED = "ds0000"
+NEW_CARD = "new"
+GROWTH_TARGET = 1.1
+INPUT_VERSION, INPUT_POINTER = "dagster/input_data_version/", "dagster/input_event_pointer/"
+# The per-dataset artefact folders of the data folder (<kind>/<dataset>/...), cloned for each dataset.
+DATASET_FOLDERS = ["datasets", "metrics", "runs", "efficiency", "geometry", "comparisons/datasets"]
+
+
+def dataset_names(count: int) -> list[str]:
+    return [f"ds{index:04d}" for index in range(count)]
+
+
+def write_configs(folder: Path, beir: Path, datasets: list[str], cards: int, *, new_card: bool = False) -> Path:
+    """models.yaml (``cards`` toy cards c0.., plus ``new`` if asked), datasets.yaml (every
+    dataset reads the same BEIR folder) and the quick protocol."""
+    folder.mkdir(parents=True, exist_ok=True)
+    models = {f"c{index}": toy(16 + 4 * index) for index in range(cards)}
+    if new_card:
+        models[NEW_CARD] = toy(15)
+    (folder / "models.yaml").write_text(yaml.safe_dump({"models": models}))
+    (folder / "datasets.yaml").write_text(yaml.safe_dump(
+        {"datasets": {name: {"loader": "beir", "path": str(beir)} for name in datasets}}))
+    (folder / "protocol.yaml").write_text(yaml.safe_dump(quick_protocol()))
+    return folder
+
+
+def seed_folder(scratch: Path, cards: int) -> Path:
+    """``embedpyramid run`` of every card on the seed dataset: real artefacts, real materializations."""
+    beir = beir_folder(scratch / "beir")
+    write_configs(scratch / "configs", beir, [SEED], cards)
+    report = run_pipeline(scratch / "configs", scratch / "data", log=lambda _line: None)
+    if report.failures or not report.summary_built:
+        raise SystemExit(f"the seed run failed: {report.failures or report.summary_skipped}")
+    return scratch
+
+
+def clone_files(data: Path, dataset: str) -> None:
+    """The seed dataset's artefact folders as ``dataset``'s, its name rewritten in every JSON file,
+    every Parquet string column and its schema metadata."""
+    def rewrite(name: str, destination: str) -> None:
+        source, target = Path(name), Path(destination)
+        if source.suffix == ".json":
+            target.write_text(source.read_text().replace(SEED, dataset))
+            return
+        if source.suffix == ".parquet":
+            table = pq.read_table(source)
+            columns = [pc.replace_substring(column, SEED, dataset)
+                       if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) else column
+                       for column in table.columns]
+            metadata = {key: value.replace(SEED.encode(), dataset.encode())
+                        for key, value in (table.schema.metadata or {}).items()}
+            pq.write_table(pa.Table.from_arrays(columns, schema=table.schema.with_metadata(metadata)), target)
+            return
+        shutil.copy2(source, target)
+
+    folders = [*DATASET_FOLDERS, *(f"provenance/{asset.name}" for asset in (data / "provenance").iterdir())]
+    for folder in folders:
+        source = data / folder / SEED
+        if source.is_dir():
+            shutil.copytree(source, data / folder / dataset, copy_function=rewrite)
+
+
+def clone_events(instance: dg.DagsterInstance, graph, datasets: list[str]) -> int:
+    """Report, for each of ``datasets`` (the seed's own included), every latest materialization of
+    the seed dataset's partitions (upstream first, asset by asset), with the seed's data and code
+    versions, the current data version of each unpartitioned input (a config facet: the
+    comparison settings cover every dataset in datasets.yaml) and input event pointers at the
+    latest record now: the provenance Dagster records when nothing has moved since. Returns how
+    many were reported."""
+    reported = 0
+    for key in graph.toposorted_asset_keys:
+        node = graph.get(key)
+        if not node.is_materializable or node.partitions_def is None:
+            continue
+        records = [record for partition, record in latest_by_partition(instance, key).items()
+                   if SEED in partition.split("|")]
+        pointer = str(instance.event_log_storage.get_maximum_record_id())
+        current = {f"{INPUT_VERSION}{parent.to_user_string()}": latest_version(instance, graph, parent)
+                   for parent in node.parent_keys if graph.get(parent).partitions_def is None}
+        for dataset in datasets:
+            for record in records:
+                event = record.asset_materialization
+                tags = {name: (pointer if name.startswith(INPUT_POINTER) else current.get(name, value.replace(SEED, dataset)))
+                        for name, value in (event.tags or {}).items()}
+                instance.report_runless_asset_event(dg.AssetMaterialization(
+                    key, partition=record.partition_key.replace(SEED, dataset), tags=tags, metadata=event.metadata))
+                reported += 1
+    return reported
+
+
+def latest_version(instance: dg.DagsterInstance, graph, key: dg.AssetKey) -> str | None:
+    """The data version of the latest materialization or observation of an unpartitioned asset."""
+    record = instance.get_latest_data_version_record(key, graph.get(key).is_external, None)
+    return record.event_log_entry.tags.get(DATA_VERSION_TAG) if record and record.event_log_entry.tags else None
+
+
+def latest_by_partition(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, dg.EventLogRecord]:
+    """The latest materialization record of each partition of ``key``."""
+    ids = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(key, storage_ids=list(ids.values())),
+                                              limit=len(ids)).records
+    return {record.partition_key: record for record in records}
+
+
+def not_fresh(session: Session) -> list[str]:
+    """Every (asset, partition) of the whole selection and the summaries that is not fresh."""
+    states = selection_states(session, select_models(session.config, None), select_datasets(session.config, None))
+    return [f"{state.asset}[{state.partition}]: {state.state}" for state in states if state.needs_work]
+
+
+def summaries_needing_work(session: Session, partition: str | None) -> list[str]:
+    """The summary assets of ``partition`` (None: those over every dataset) that need work now."""
+    freshness = session.freshness()
+    return [asset for asset, target in summary_targets(session)
+            if target == partition and freshness.state(dg.AssetKey(asset), target).needs_work]
+
+
+def timed(action: Callable[[], object], repeats: int, before: Callable[[], None] = lambda: None) -> tuple[object, float, float]:
+    """The result of the last repeat and the fewest wall and CPU seconds of ``repeats``."""
+    walls, cpus, result = [], [], None
+    for _ in range(repeats):
+        before()
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = action()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return result, min(walls), min(cpus)
+
+
+def partitioned(requested: set[tuple[str, str | None]]) -> dict[str, list[str]]:
+    """The requested partitions, by asset."""
+    found: dict[str, list[str]] = {}
+    for asset, partition in sorted(requested, key=str):
+        found.setdefault(asset, []).append(partition or "")
+    return found
+
+
+def measure(n: int, cards: int, seed: Path, scratch: Path, repeats: int) -> dict:
+    """Set up N partitions from the seed folder, check they are fresh, time the ticks and the summary."""
+    folder = scratch / f"n{n}"
+    shutil.copytree(seed, folder, symlinks=True)
+    datasets = dataset_names(n // cards)
+    configs, data = folder / "configs", folder / "data"
+    write_configs(configs, seed / "beir", datasets, cards)
+    session = open_session(configs, data, None, lambda _line: None, False)
+    observe_config(session.instance, session.config)
+    graph = session.defs.resolve_asset_graph()
+    start = time.perf_counter()
+    for dataset in datasets[1:]:
+        clone_files(data, dataset)
+    cloned = clone_events(session.instance, graph, datasets)
+    tags = run_tags(configs, ["bench_summary"])
+    whole = summaries_needing_work(session, None)
+    if whole and not session.execute(summary_job.name, whole, None, tags).success:
+        raise SystemExit(f"N={n}: the summaries over every dataset failed")
+    setup_seconds = time.perf_counter() - start
+    behind = not_fresh(session)
+    steady, steady_wall, steady_cpu = timed(lambda: requested_by_automation(session.defs, session.instance)[0], repeats)
+    checks = {"setup_all_fresh": not behind, "steady_tick_requests_nothing": not steady}
+
+    write_configs(configs, seed / "beir", datasets, cards, new_card=True)
+    session = open_session(configs, data, session.instance, lambda _line: None, False)
+    observe_config(session.instance, session.config)
+    new_partition = model_dataset_key(NEW_CARD, SEED)
+    evaluated = session.execute(evaluation_job.name, partition_assets(session.defs), new_partition, tags).success
+    after, after_wall, after_cpu = timed(lambda: requested_by_automation(session.defs, session.instance)[0], repeats)
+    by_asset = partitioned(after)
+    new_elsewhere = {str(model_dataset_key(NEW_CARD, dataset)) for dataset in datasets[1:]}
+    summaries = set(summary_targets(session))
+    checks |= {
+        "new_card_evaluated": evaluated,
+        "tick_requests_only_new_card_or_seed_comparisons": all(
+            partition in new_elsewhere or (asset, partition) == ("comparisons", SEED)
+            for asset, partition in after if (asset, partition) not in summaries or asset == "comparisons"),
+    }
+
+    comparisons_dir = session.store.comparisons_dir / "datasets"
+    mtimes = {path: path.stat().st_mtime_ns for path in comparisons_dir.rglob("*") if path.is_file()
+              and path.parent.name != SEED}
+    comparisons_key = dg.AssetKey("comparisons")
+    before_ids = session.instance.get_latest_storage_id_by_partition(comparisons_key,
+                                                                     dg.DagsterEventType.ASSET_MATERIALIZATION)
+    freshness = session.freshness()
+    rebuilt = {dataset: freshness.state(comparisons_key, dataset) for dataset in datasets}
+    rebuilt = {dataset: state.causes for dataset, state in rebuilt.items() if state.needs_work_now}
+    whole = summaries_needing_work(session, None)
+    seed_summaries = summaries_needing_work(session, SEED)
+    database, kept = session.store.results_db, folder / "results.duckdb.before"
+    shutil.copy2(database, kept)
+    result, summary_wall, summary_cpu = timed(
+        lambda: session.execute(summary_job.name, [*seed_summaries, *whole], SEED, tags), repeats,
+        before=lambda: shutil.copy2(kept, database))
+    after_ids = session.instance.get_latest_storage_id_by_partition(comparisons_key,
+                                                                    dg.DagsterEventType.ASSET_MATERIALIZATION)
+    compared = read_frame(comparisons_dir / SEED / "comparisons.parquet")
+    new_key = session.config.models[NEW_CARD].key
+    checks |= {
+        "summary_run_succeeded": result.success,
+        "seed_comparisons_hold_new_card": compared.filter(pl.col("model_b") == new_key).height > 0,
+        "other_comparison_files_untouched": all(path.stat().st_mtime_ns == mtime for path, mtime in mtimes.items()),
+        "other_comparisons_partitions_not_rematerialized": {
+            partition: storage_id for partition, storage_id in after_ids.items() if partition != SEED}
+        == {partition: storage_id for partition, storage_id in before_ids.items() if partition != SEED},
+    }
+    return {
+        "partitions": n, "datasets": len(datasets), "cloned_materializations": cloned,
+        "setup_seconds": setup_seconds, "not_fresh_after_setup": behind[:5],
+        "tick_steady_seconds": steady_wall, "tick_steady_cpu_seconds": steady_cpu,
+        "tick_after_seconds": after_wall, "tick_after_cpu_seconds": after_cpu,
+        "tick_after_requested": {asset: len(partitions) for asset, partitions in by_asset.items()},
+        "seed_comparisons_requested": ("comparisons", SEED) in after,
+        "comparisons_needing_work_after_new_card": len(rebuilt),
+        "comparisons_causes_elsewhere": sorted({cause for dataset, causes in rebuilt.items() if dataset != SEED
+                                                for cause in causes}),
+        "summary_assets": [*seed_summaries, *whole],
+        "summary_seconds": summary_wall, "summary_cpu_seconds": summary_cpu, "checks": checks,
+    }
+
+
+FIGURES = ["tick_steady_seconds", "tick_after_seconds", "summary_seconds"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", default="10,100,1000", help="comma-separated partition counts")
+    parser.add_argument("--cards", type=int, default=10, help="cards per dataset (N / cards datasets)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    sizes = [int(n) for n in args.partitions.split(",")]
+    if any(n % args.cards for n in sizes):
+        parser.error(f"every partition count must be a multiple of --cards {args.cards}")
+    print(f"summaries and automation tick: {args.cards} toy cards per dataset, one new card on one dataset; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-summary-") as scratch:
+        seed = seed_folder(Path(scratch) / "seed", args.cards)
+        for n in sizes:
+            row = measure(n, args.cards, seed, Path(scratch), args.repeats)
+            rows.append(row)
+            failed = [name for name, passed in row["checks"].items() if not passed]
+            print(f"  {n:>5} partitions ({row['datasets']} datasets, setup {row['setup_seconds']:.0f} s): "
+                  f"tick steady {row['tick_steady_seconds']:.2f} s ({row['tick_steady_cpu_seconds']:.2f} CPU-s), "
+                  f"after the new card {row['tick_after_seconds']:.2f} s; summary {row['summary_seconds']:.2f} s "
+                  f"({row['summary_cpu_seconds']:.2f} CPU-s); per partition: tick "
+                  f"{1000 * row['tick_steady_seconds'] / n:.1f} ms, summary {1000 * row['summary_seconds'] / n:.1f} ms")
+            print(f"        tick after the new card requests {row['tick_after_requested'] or 'nothing'}; "
+                  f"seed comparisons {'requested' if row['seed_comparisons_requested'] else 'held'}; "
+                  f"checks: {'PASS' if not failed else 'FAIL ' + ', '.join(failed)}")
+    largest = rows[-1]
+    checks_passed = all(all(row["checks"].values()) for row in rows)
+    met = {"checks": checks_passed,
+           "tick_under_interval_at_largest": max(largest["tick_steady_seconds"], largest["tick_after_seconds"])
+           < DEFAULT_SENSOR_INTERVAL}
+    extrapolated, growth = {}, {}
+    if len(rows) >= 2:
+        a, b = rows[-2], rows[-1]
+        for figure in FIGURES:
+            slope = (b[figure] - a[figure]) / (b["partitions"] - a["partitions"])
+            extrapolated[figure] = b[figure] + slope * (5000 - b["partitions"])
+            growth[figure] = math.log(b[figure] / a[figure]) / math.log(b["partitions"] / a["partitions"])
+            print(f"  {figure}: {1000 * slope:.2f} ms per partition, growth exponent {growth[figure]:.2f}; "
+                  f"extrapolated to 5,000 partitions: {extrapolated[figure]:.1f} s")
+        met["summary_at_most_linear"] = growth["summary_seconds"] <= GROWTH_TARGET
+        print(f"  summary growth exponent {growth['summary_seconds']:.2f} (target <= {GROWTH_TARGET}): "
+              f"{'PASS' if met['summary_at_most_linear'] else 'FAIL'}")
+    met["only_seed_comparisons_need_work"] = all(row["comparisons_needing_work_after_new_card"] == 1 for row in rows)
+    elsewhere = sorted({cause for row in rows for cause in row["comparisons_causes_elsewhere"]
+                        if "is missing" not in cause})
+    print(f"  after the new card only the seed dataset's comparisons need work: "
+          f"{'PASS' if met['only_seed_comparisons_need_work'] else 'FAIL'}"
+          + (f" (the others: {'; '.join(elsewhere)})" if elsewhere else ""))
+    print(f"  checks at every size: {'PASS' if checks_passed else 'FAIL'}")
+    print(f"  tick at {largest['partitions']} partitions under the sensor's {DEFAULT_SENSOR_INTERVAL}-s interval: "
+          f"{'PASS' if met['tick_under_interval_at_largest'] else 'FAIL'}")
+    print(json.dumps({"rows": rows, "growth_exponents": growth, "seconds_at_5000_extrapolated": extrapolated,
+                      "targets": {"tick_seconds": DEFAULT_SENSOR_INTERVAL, "summary_growth_exponent": GROWTH_TARGET},
+                      "load_average": os.getloadavg()[0], "met": met}))
+    return 0 if all(met.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
