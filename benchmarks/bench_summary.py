@@ -17,9 +17,9 @@ rewritten (JSON text, Parquet string columns and schema metadata), and the lates
 materialization of each of the seed dataset's partitions (frozen data, per-card assets, its
 ``comparisons`` partition) reported again for each dataset, the seed's own included, asset by
 asset upstream first: the seed's tags (data, code and input data versions), the current data
-version of each unpartitioned input (the ``config/comparison`` facet covers every dataset of
-datasets.yaml), input event pointers at the latest record then: the provenance Dagster writes
-when no input has moved since. The summaries over every dataset are then built by the real
+version of each unpartitioned input (a config facet), input event pointers at the latest
+record then: the provenance Dagster writes
+when no input has moved since (a summary partition's digest of its inputs: the clone's). The summaries over every dataset are then built by the real
 ``summary`` job. Checked before anything is timed: :class:`graphbase.freshness.Freshness` finds
 every (asset, partition) of the selection and every summary fresh, and a tick requests nothing.
 
@@ -83,9 +83,10 @@ import yaml  # noqa: E402
 from graph_helpers import beir_folder, quick_protocol, requested_by_automation, toy  # noqa: E402
 
 from embedpyramid.config.selection import select_datasets, select_models  # noqa: E402
+from embedpyramid.inputs import INPUTS_DIGEST  # noqa: E402
 from embedpyramid.store import read_frame  # noqa: E402
 from graphbase.dagster_internals import DATA_VERSION_TAG  # noqa: E402
-from graphbase.freshness import observe_config  # noqa: E402
+from graphbase.freshness import Freshness, observe_config  # noqa: E402
 from graphbase.instance import run_tags  # noqa: E402
 from graphbase.partitions import model_dataset_key  # noqa: E402
 from pipelines.automation import DEFAULT_SENSOR_INTERVAL, evaluation_job, summary_job  # noqa: E402
@@ -163,10 +164,10 @@ def clone_files(data: Path, dataset: str) -> None:
 def clone_events(instance: dg.DagsterInstance, graph, datasets: list[str]) -> int:
     """Report, for each of ``datasets`` (the seed's own included), every latest materialization of
     the seed dataset's partitions (upstream first, asset by asset), with the seed's data and code
-    versions, the current data version of each unpartitioned input (a config facet: the
-    comparison settings cover every dataset in datasets.yaml) and input event pointers at the
-    latest record now: the provenance Dagster records when nothing has moved since. Returns how
-    many were reported."""
+    versions, the current data version of each unpartitioned input (a config facet) and input
+    event pointers at the latest record now: the provenance Dagster records when nothing has
+    moved since; a summary partition's record of the input partitions it read is that of the
+    clone's inputs. Returns how many were reported."""
     reported = 0
     for key in graph.toposorted_asset_keys:
         node = graph.get(key)
@@ -179,11 +180,15 @@ def clone_events(instance: dg.DagsterInstance, graph, datasets: list[str]) -> in
                    for parent in node.parent_keys if graph.get(parent).partitions_def is None}
         for dataset in datasets:
             for record in records:
-                event = record.asset_materialization
+                event, partition = record.asset_materialization, record.partition_key.replace(SEED, dataset)
                 tags = {name: (pointer if name.startswith(INPUT_POINTER) else current.get(name, value.replace(SEED, dataset)))
                         for name, value in (event.tags or {}).items()}
+                metadata = dict(event.metadata)
+                if INPUTS_DIGEST in metadata:  # a summary partition: the digest of the clone's own inputs
+                    digest = Freshness(instance, graph).inputs_digest(key, partition)
+                    metadata[INPUTS_DIGEST] = dg.MetadataValue.text(digest)
                 instance.report_runless_asset_event(dg.AssetMaterialization(
-                    key, partition=record.partition_key.replace(SEED, dataset), tags=tags, metadata=event.metadata))
+                    key, partition=partition, tags=tags, metadata=metadata))
                 reported += 1
     return reported
 
