@@ -242,7 +242,11 @@ def exact_topk(
     document of the tie group at its cut (which of more tied documents torch returns is not
     specified). ``progress(done, total)`` counts documents (``total`` is ``n_documents`` or 0
     if unknown). Raises ``ValueError`` for NaN or inf in a query vector and for a document
-    that scores NaN.
+    that scores NaN against the first query of a query block (a NaN component). A document with
+    an inf component is not refused here: it scores ±inf, or NaN against a query that is 0 in
+    that dimension, and such a NaN takes a place in that query's row. The pipeline never
+    searches such vectors: the blocking ``vectors_valid`` check of the embeddings refuses any
+    NaN or inf (:func:`embedpyramid.encode.tables.stats_problems`).
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
