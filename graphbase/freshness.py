@@ -294,18 +294,19 @@ class Freshness:
         latest = self.instance.get_latest_data_version_record(asset, False, partition)
         cursor = latest.storage_id if latest else None
         changed, excluded = [], []
-        for parent, parent_partition in self.input_partitions(asset, partition):
+        inputs = self.input_partitions(asset, partition)
+        for parent, parent_partition in inputs:
             if self._changed_since(parent, parent_partition, cursor):
                 changed.append(f"{_where(parent, parent_partition)} has a new data version")
             found = self.state(parent, parent_partition)
             if self._not_current(parent, found):
                 excluded.append(f"input {_where(parent, parent_partition)} is {found.state}"
                                 + (f" ({'; '.join(found.causes)})" if found.causes else ""))
-        if not changed and self._inputs_left(latest, asset, partition):
+        if not changed and self._inputs_left(latest, inputs):
             changed.append("an input partition it read is gone (a card or dataset left the config)")
         if changed or own.needs_work:
             return AssetState(own.asset, partition, "stale", tuple(sorted({*own.causes, *changed, *excluded})))
-        summarized = {parent for parent, _ in self.input_partitions(asset, partition)}
+        summarized = {parent for parent, _ in inputs}
         upstream = {cause for parent in self._materializable_parents(asset) if parent not in summarized
                     for parent_partition in parent_partitions(self.view, asset, partition, parent)
                     if (found := self.state(parent, parent_partition)).needs_work
@@ -326,18 +327,20 @@ class Freshness:
     def inputs_digest(self, summary: dg.AssetKey, partition: str | None = None) -> str:
         """The sha256 of the summary's input partitions that have a materialization (recorded
         with each summary: :data:`~embedpyramid.inputs.INPUTS_DIGEST`)."""
-        return sha256_json(sorted(_where(parent, parent_partition)
-                                  for parent, parent_partition in self.input_partitions(summary, partition)
+        return self._digest(self.input_partitions(summary, partition))
+
+    def _digest(self, inputs: list[tuple[dg.AssetKey, str]]) -> str:
+        return sha256_json(sorted(_where(parent, parent_partition) for parent, parent_partition in inputs
                                   if self.dagster.status(parent, parent_partition) != "missing"))
 
-    def _inputs_left(self, latest: Any, summary: dg.AssetKey, partition: str | None) -> bool:
-        """Whether an input partition the summary read when it was built has no materialization
-        now (its card or dataset left the config, so Dagster deleted the partition): nothing
-        else upstream changed, yet its tables still hold that partition's rows. A new input
-        partition is seen by its data version instead."""
+    def _inputs_left(self, latest: Any, inputs: list[tuple[dg.AssetKey, str]]) -> bool:
+        """Whether an input partition the summary read when it was built (``inputs``: those it
+        reads now) has no materialization now (its card or dataset left the config, so Dagster
+        deleted the partition): nothing else upstream changed, yet its tables still hold that
+        partition's rows. A new input partition is seen by its data version instead."""
         materialization = latest.asset_materialization if latest is not None else None
         recorded = materialization.metadata.get(INPUTS_DIGEST) if materialization is not None else None
-        return recorded is not None and recorded.value != self.inputs_digest(summary, partition)
+        return recorded is not None and recorded.value != self._digest(inputs)
 
     def summarizes_something(self, summary: dg.AssetKey, partition: str | None = None) -> bool:
         """Whether an input partition of the summary has ever been materialized: a summary of

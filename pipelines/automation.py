@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import TypeVar
 
 import dagster as dg
 
@@ -154,22 +155,36 @@ def nightly_summary(context: dg.ScheduleEvaluationContext):
     graph = context.repository_def.asset_graph
     freshness = Freshness(context.instance, graph)
     datasets = context.instance.get_dynamic_partitions(DATASETS)
-    stale: dict[str | None, list[dg.AssetKey]] = {}
-    for key in sorted(summary_selection.resolve(graph)):
-        for partition in datasets if graph.get(key).partitions_def is not None else [None]:
-            if freshness.state(key, partition).needs_work_now and freshness.summarizes_something(key, partition):
-                stale.setdefault(partition, []).append(key)
-    whole = stale.pop(None, [])
-    day = f"{context.scheduled_execution_time:%Y-%m-%d}"
-    if len(stale) == 1:
-        ((dataset, keys),) = stale.items()
-        return dg.RunRequest(run_key=f"{day}-{dataset}", partition_key=dataset, asset_selection=keys + whole)
-    if stale:
-        return [dg.RunRequest(run_key=f"{day}-{dataset}", partition_key=dataset, asset_selection=keys)
-                for dataset, keys in stale.items()]
-    if not whole:
+    stale = [(key, partition) for key in sorted(summary_selection.resolve(graph))
+             for partition in (datasets if graph.get(key).partitions_def is not None else [None])
+             if freshness.state(key, partition).needs_work_now and freshness.summarizes_something(key, partition)]
+    if not stale:
         return dg.SkipReason("no summary input changed since the summaries were built")
-    return dg.RunRequest(run_key=day, asset_selection=whole)
+    day = f"{context.scheduled_execution_time:%Y-%m-%d}"
+    return [dg.RunRequest(run_key=f"{day}-{partition}" if partition else day, partition_key=partition,
+                          asset_selection=keys) for keys, partition in summary_runs(stale, whole_after_several=False)]
+
+
+K = TypeVar("K")
+
+
+def summary_runs(todo: list[tuple[K, str | None]], *, whole_after_several: bool) -> list[tuple[list[K], str | None]]:
+    """The runs, ``(assets, dataset partition)``, that rebuild the summaries ``todo`` (asset,
+    partition; None for a summary over every dataset), in order: one run per dataset partition
+    (a run materializes one partition, and the assets with none). The summaries over every
+    dataset ride in the last of them — when ``whole_after_several`` is false, only when it is
+    the only one (they are left out otherwise: runs on the queue are not ordered) — and run
+    alone when no dataset partition is in ``todo``."""
+    by_partition: dict[str | None, list[K]] = {}
+    for asset, partition in todo:
+        by_partition.setdefault(partition, []).append(asset)
+    whole = by_partition.pop(None, [])
+    runs = list(by_partition.items())
+    if not runs:
+        return [(whole, None)] if whole else []
+    if whole_after_several or len(runs) == 1:
+        runs[-1] = (runs[-1][0], runs[-1][1] + whole)
+    return [(assets, partition) for partition, assets in runs]
 
 
 def automation_sensors(interval: int = DEFAULT_SENSOR_INTERVAL) -> list[dg.SensorDefinition]:

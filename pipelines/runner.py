@@ -70,6 +70,7 @@ from pipelines.automation import (
     refresh_datasets_job,
     summary_assets,
     summary_job,
+    summary_runs,
     task_evaluation_jobs,
     task_freeze_jobs,
 )
@@ -433,17 +434,14 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
             session.log(f"summary skipped: {report.summary_skipped}")
             return
         session.log(f"summary: {_describe(todo, session.verbose)}")
-        by_partition: dict[str | None, list[str]] = {}
-        for state in todo:
-            by_partition.setdefault(state.partition, []).append(state.asset)
-        whole = by_partition.pop(None, [])
-        if by_partition:  # what reads a dataset's comparisons is rebuilt after them, in the same run
-            rebuilt = {dg.AssetKey(asset) for assets in by_partition.values() for asset in assets}
-            whole = [state.asset for state in states if state.partition is None and (
-                state.asset in whole or state.needs_work and graph.get_ancestor_asset_keys(dg.AssetKey(state.asset)) & rebuilt)]
-        runs = [(assets, partition) for partition, assets in by_partition.items()]
-        runs = [*runs[:-1], (runs[-1][0] + whole, runs[-1][1])] if runs else [(whole, None)]
-        for assets, partition in runs:
+        # What reads a dataset's comparisons is rebuilt after them, in the same run.
+        rebuilt = {dg.AssetKey(state.asset) for state in todo if state.partition is not None}
+        todo_whole = {state.asset for state in todo if state.partition is None}
+        whole = [(state.asset, None) for state in states if state.partition is None and (
+            state.asset in todo_whole or rebuilt and state.needs_work
+            and graph.get_ancestor_asset_keys(dg.AssetKey(state.asset)) & rebuilt)]
+        partitioned = [(state.asset, state.partition) for state in todo if state.partition is not None]
+        for assets, partition in summary_runs(partitioned + whole, whole_after_several=True):
             result = session.execute(summary_job.name, assets, partition, tags,
                                      label="summary" + (f" · {partition}" if partition else ""))
             if not result.success:

@@ -168,3 +168,16 @@ def test_a_partition_a_run_materializes_while_the_tick_evaluates_is_not_requeste
     assert requested_by_automation(defs, instance)[0] == set()
     assert instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey("metrics"), asset_partitions=["x"]),
                                            limit=1).records
+
+
+def test_summary_runs_give_each_dataset_a_run_and_place_the_summaries_over_every_dataset():
+    from pipelines.automation import summary_runs
+
+    todo = [("comparisons", "a"), ("comparisons", "b"), ("report", None), ("results_db", None)]
+    assert summary_runs(todo, whole_after_several=True) == [
+        (["comparisons"], "a"), (["comparisons", "report", "results_db"], "b")]
+    # The schedule leaves them to the automation when two runs would be unordered on the queue.
+    assert summary_runs(todo, whole_after_several=False) == [(["comparisons"], "a"), (["comparisons"], "b")]
+    assert summary_runs(todo[1:], whole_after_several=False) == [(["comparisons", "report", "results_db"], "b")]
+    assert summary_runs(todo[2:], whole_after_several=False) == [(["report", "results_db"], None)]
+    assert summary_runs([], whole_after_several=True) == []
