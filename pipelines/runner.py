@@ -276,8 +276,8 @@ def run_pipeline(
             _materialize_read_across(session, selected_models, dataset, tags, report)
             for model in selected_models:
                 _evaluate(session, model, dataset, tags, report)
-        _summarize(session, tags, report)
-        report_up_to_date(session.instance, session.defs.resolve_asset_graph())
+        settled = _summarize(session, tags, report)
+        report_up_to_date(session.instance, session.defs.resolve_asset_graph(), settled)
         if (not report.failures and healthy == selected_datasets and report.summary_skipped is None
                 and not report.summary_excludes):
             remember_fresh(session.instance, signature)
@@ -349,7 +349,8 @@ def _bring_up_to_date(session: Session, model: ResolvedModel, dataset: str, asse
     job = session.jobs(dataset).evaluate_job
     materialized = False
     for _wave in range(len(assets) + 1):  # a chain of n assets settles in n waves; one more to see it
-        todo = [state for state in session.states(assets, str(partition)) if state.needs_work_now]
+        states = session.states(assets, str(partition))
+        todo = [state for state in states if state.needs_work_now]
         if not todo:
             return materialized
         session.log(f"{label}: {_describe(todo, session.verbose)}")
@@ -364,6 +365,8 @@ def _bring_up_to_date(session: Session, model: ResolvedModel, dataset: str, asse
             report.failures.append(f"{label}: {_failure(result, session.verbose)}")
             return None
         materialized = True
+        if len(todo) == sum(state.needs_work for state in states):
+            return True  # the run materialized everything that needed work: no wave is left
     report.failures.append(f"{label}: not up to date after {len(assets) + 1} runs: "
                            + ", ".join(state.asset for state in session.states(assets, str(partition))
                                        if state.needs_work))
@@ -411,13 +414,14 @@ def summary_targets(session: Session) -> list[tuple[str, str | None]]:
                               if graph.get(dg.AssetKey(asset)).partitions_def is not None else [None])]
 
 
-def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> None:
+def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Freshness | None:
     """Rebuild the summaries that need it: in the first wave also those that only exclude an
     input partition that is not current (so they say so), then until nothing changes. A
     dataset's comparisons are rebuilt only once something is evaluated on it. One run per
     dataset whose comparisons need work; the summaries over every dataset ride in the last of
     these runs (a run materializes one partition, and the assets with none), with those that
-    read the comparisons rebuilt in it."""
+    read the comparisons rebuilt in it. Returns the states it settled on (nothing is recorded
+    after them) when none is left to rebuild, else None."""
     targets = summary_targets(session)
     graph = session.defs.resolve_asset_graph()
     for wave in range(len(targets) + 1):
@@ -428,11 +432,11 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
                 and (state.partition is None or freshness.summarizes_something(dg.AssetKey(state.asset), state.partition))]
         if not todo:
             report.summary_excludes = sorted({cause for state in states if state.needs_work for cause in state.causes})
-            return
+            return freshness
         if not _any_evaluated(session):
             report.summary_skipped = "no (model, dataset) partition of the current cards is evaluated yet"
             session.log(f"summary skipped: {report.summary_skipped}")
-            return
+            return None
         session.log(f"summary: {_describe(todo, session.verbose)}")
         # What reads a dataset's comparisons is rebuilt after them, in the same run.
         rebuilt = {dg.AssetKey(state.asset) for state in todo if state.partition is not None}
@@ -446,8 +450,9 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Non
                                      label="summary" + (f" · {partition}" if partition else ""))
             if not result.success:
                 report.failures.append(f"summary: {_failure(result, session.verbose)}")
-                return
+                return None
         report.summary_built = True
+    return None
 
 
 def _exclusions_changed(session: Session, freshness: Freshness, state: AssetState) -> bool:

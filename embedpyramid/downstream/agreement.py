@@ -19,7 +19,6 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
-from statsmodels.stats.inter_rater import cohens_kappa
 
 from embedpyramid.downstream.judge import GRADES
 
@@ -39,6 +38,8 @@ def weighted_kappa(grades: Sequence[int], reference: Sequence[int], weights: Wei
     distance = np.abs(np.subtract.outer(np.arange(5), np.arange(5))) ** (1 if weights == "linear" else 2)
     if not (distance * np.outer(probabilities.sum(1), probabilities.sum(0))).sum() > 0:
         return float("nan")
+    from statsmodels.stats.inter_rater import cohens_kappa  # ~0.8 s to import: only where a kappa is computed
+
     return float(cohens_kappa(table, wt=weights).kappa)
 
 

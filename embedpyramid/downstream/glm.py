@@ -29,8 +29,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-import statsmodels.api as sm
-from statsmodels.miscmodels.ordinal_model import OrderedModel
 
 from embedpyramid.downstream.design import GradeDesign
 
@@ -54,7 +52,8 @@ CANDIDATES = (
     Candidate("ordinal-logit", "ordinal", "cumulative logit", "grade category", "multinomial probability"),
 )
 COMPARABLE_GROUP = "gaussian"
-_LINKS = {"identity": sm.families.links.Identity, "log": sm.families.links.Log, "inverse": sm.families.links.InversePower}
+_LINKS = {"identity": "Identity", "log": "Log", "inverse": "InversePower"}
+"""statsmodels' link classes by name: statsmodels (~0.8 s to import) loads when a model is fitted."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,9 @@ def _cov_kwargs(design: GradeDesign, covariance: Covariance) -> dict:
 
 
 def _fit_gaussian(candidate: Candidate, design: GradeDesign, exog: np.ndarray, covariance: Covariance) -> CandidateFit:
-    family = sm.families.Gaussian(_LINKS[candidate.link]())
+    import statsmodels.api as sm
+
+    family = sm.families.Gaussian(getattr(sm.families.links, _LINKS[candidate.link])())
     model = sm.GLM(design.grades, exog, family=family)
     result = model.fit(**_cov_kwargs(design, covariance))
     # The maximised log-likelihood, with the MLE scale RSS / n for every link: statsmodels' llf
@@ -110,6 +111,8 @@ def _fit_gaussian(candidate: Candidate, design: GradeDesign, exog: np.ndarray, c
 
 
 def _fit_binomial(candidate: Candidate, design: GradeDesign, exog: np.ndarray, covariance: Covariance) -> CandidateFit:
+    import statsmodels.api as sm
+
     response = (design.grades - 1.0) / 4.0
     model = sm.GLM(response, exog, family=sm.families.Binomial())
     kwargs = _cov_kwargs(design, covariance) or {"scale": "X2"}  # quasi-binomial: Pearson dispersion
@@ -131,6 +134,8 @@ def _fit_ordinal(candidate: Candidate, design: GradeDesign, exog: np.ndarray, co
         counts = np.bincount(np.searchsorted(levels, grades))
         loglik = float(np.sum(counts * np.log(counts / counts.sum())))
         return CandidateFit(candidate, True, loglik, levels.size - 1, np.zeros(1), np.zeros((1, 1)), 1.0)
+    from statsmodels.miscmodels.ordinal_model import OrderedModel
+
     model = OrderedModel(grades, exog[:, 1:], distr="logit")
     result = model.fit(method="bfgs", disp=False, maxiter=2000, **_cov_kwargs(design, covariance))
     beta = np.concatenate([[0.0], np.asarray(result.params)[: p - 1]])
