@@ -74,10 +74,11 @@ class CpuLedger:
         execute = runner.Session.execute
         ledger = self
 
-        def timed_execute(session: runner.Session, job: str, assets: Any, partition: Any, tags: Any) -> Any:
+        def timed_execute(session: runner.Session, job: str, assets: Any, partition: Any, tags: Any,
+                          label: str | None = None) -> Any:
             start = time.process_time()
             try:
-                return execute(session, job, assets, partition, tags)
+                return execute(session, job, assets, partition, tags, label)
             finally:
                 ledger.runs.append((job, str(partition or ""), time.process_time() - start))
 

@@ -155,6 +155,7 @@ class _ReusedEngineEventLog(SqliteEventLogStorage):
         super().__init__(base_dir, inst_data)
         self._engines: OrderedDict[str, Any] = OrderedDict()
         self._engines_lock = threading.Lock()
+        self._tables: set[str] = set()
 
     def _engine(self, shard: str) -> Any:
         with self._engines_lock:
@@ -169,9 +170,15 @@ class _ReusedEngineEventLog(SqliteEventLogStorage):
             return engine
 
     def has_table(self, table_name: str) -> bool:
+        """Asked before most queries; a table once there stays (a migration only adds tables)."""
+        if table_name in self._tables:
+            return True
         engine = self._engine(INDEX_SHARD_NAME)
         with engine.connect() as connection:
-            return bool(engine.dialect.has_table(connection, table_name))
+            found = bool(engine.dialect.has_table(connection, table_name))
+        if found:
+            self._tables.add(table_name)
+        return found
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[Any]:  # Dagster's own, less the engine per call
