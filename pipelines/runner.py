@@ -355,8 +355,10 @@ def _bring_up_to_date(session: Session, model: ResolvedModel, dataset: str, asse
             return materialized
         session.log(f"{label}: {_describe(todo, session.verbose)}")
         result = session.execute(job, [state.asset for state in todo], partition, tags)
+        done = set()
         for materialization in _materializations(result):
             name = materialization.asset_key.to_user_string()
+            done.add(name)
             report.assets.append((model.key, dataset, name))
             cache_hit = materialization.metadata.get("cache_hit")
             if cache_hit is not None and not cache_hit.value:
@@ -365,7 +367,7 @@ def _bring_up_to_date(session: Session, model: ResolvedModel, dataset: str, asse
             report.failures.append(f"{label}: {_failure(result, session.verbose)}")
             return None
         materialized = True
-        if len(todo) == sum(state.needs_work for state in states):
+        if len(todo) == sum(state.needs_work for state in states) and done >= {state.asset for state in todo}:
             return True  # the run materialized everything that needed work: no wave is left
     report.failures.append(f"{label}: not up to date after {len(assets) + 1} runs: "
                            + ", ".join(state.asset for state in session.states(assets, str(partition))
