@@ -52,8 +52,8 @@ ids of at least 4 words (markup removed, :func:`embedpyramid.data.django_bitext.
 then the translations of at least 4 words, language by language in name order.
 
 Beside them, Dagster's floor (``--side floor``, a fresh process): the pipeline's run shape (its
-runs and the steps of each, read from its instance) as no-op assets on a fresh instance of the
-same storage — what any Dagster pipeline of that shape costs before it computes anything, set
+runs and the steps of each, read from its instance) as no-op assets on a fresh instance of
+Dagster's SQLite storage — what any Dagster pipeline of that shape costs before it computes anything, set
 against what the target allows beyond the bare job.
 
 Targets: pipeline CPU <= 1.15 x the bare job's and <= 1.05 x mteb's, at 1,000 and 5,000
@@ -369,9 +369,8 @@ def run_shape(data: Path) -> list[int]:
 
 
 def side_floor(shape: list[int], result: Path) -> None:
-    """Dagster's floor for the pipeline's run shape: ``import dagster``, a fresh instance on the
-    run history's storage (:class:`graphbase.dagster_internals.ReusedEngineSqliteStorage`, as
-    ``run`` writes it), and ``len(shape)`` in-process runs of as many no-op assets as the
+    """Dagster's floor for the pipeline's run shape: ``import dagster``, a fresh instance on
+    Dagster's SQLite storage (the run history's), and ``len(shape)`` in-process runs of as many no-op assets as the
     pipeline's runs had steps (each reading every asset of the run before; all but the last
     partitioned, as the freeze and the evaluation are): what any Dagster pipeline of this shape
     costs before it computes anything. Writes the CPU seconds of the three parts."""
@@ -395,9 +394,7 @@ def side_floor(shape: list[int], result: Path) -> None:
         runs.append([no_op(f"run{index}_step{number}") for number in range(steps)])
     job = dg.Definitions(assets=[asset for run in runs for asset in run]).resolve_implicit_global_asset_job_def()
     with tempfile.TemporaryDirectory() as home:
-        (Path(home) / "dagster.yaml").write_text(
-            "storage:\n  custom:\n    module: graphbase.dagster_internals\n    class: ReusedEngineSqliteStorage\n"
-            f"    config:\n      base_dir: {home}\ntelemetry:\n  enabled: false\n")
+        (Path(home) / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
         instance = dg.DagsterInstance.from_config(home)
         opened = time.process_time()
         for index, run in enumerate(runs):

@@ -9,11 +9,8 @@ partition to its parents' partitions. This module is the only place that imports
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,16 +18,11 @@ import dagster as dg
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import DATA_VERSION_TAG, CachingStaleStatusResolver, StaleStatus
 from dagster._core.definitions.events import AssetKeyPartitionKey
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
-from dagster._core.storage.sql import create_engine
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
 from dagster._time import get_current_datetime
 from dagster_shared.check import CheckError
 from dagster_shared.record import record
-from sqlalchemy.pool import NullPool
 
-__all__ = ["DATA_VERSION_TAG", "DagsterStaleness", "ReusedEngineSqliteStorage", "StaleCause", "all_partitions", "asset_graph_of", "candidate_partitions", "checks_named", "graph_view",
+__all__ = ["DATA_VERSION_TAG", "DagsterStaleness", "StaleCause", "all_partitions", "asset_graph_of", "candidate_partitions", "checks_named", "graph_view",
            "parent_partitions", "partition_dimensions", "subset_of"]
 
 DirectStatus = Literal["fresh", "stale", "missing"]
@@ -139,67 +131,3 @@ class _ChecksNamed(dg.AssetSelection):
 def checks_named(name: str) -> dg.AssetSelection:
     """A selection of every asset check called ``name`` (Dagster selects checks by key only)."""
     return _ChecksNamed(name=name)
-
-
-class _ReusedEngineEventLog(SqliteEventLogStorage):
-    """Dagster's SQLite event log, but one SQLAlchemy engine per database file (a run's, the
-    index) instead of a new engine for every query: building an engine (its dialect, its first
-    connect) cost more than the query itself, thousands of times per ``embedpyramid run``
-    (measured: 2.6–3.0 CPU-s of a 30-CPU-s cold run). Connections are still opened and closed
-    per query (``NullPool``), so the files and their locking are as Dagster leaves them; the
-    engines kept are the most recently used :data:`ENGINES_KEPT`."""
-
-    ENGINES_KEPT = 64
-
-    def __init__(self, base_dir: str, inst_data: Any = None):
-        super().__init__(base_dir, inst_data)
-        self._engines: OrderedDict[str, Any] = OrderedDict()
-        self._engines_lock = threading.Lock()
-        self._tables: set[str] = set()
-
-    def _engine(self, shard: str) -> Any:
-        with self._engines_lock:
-            engine = self._engines.get(shard)
-            if engine is None:
-                engine = create_engine(self.conn_string_for_shard(shard), poolclass=NullPool,
-                                       connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
-                self._engines[shard] = engine
-                while len(self._engines) > self.ENGINES_KEPT:
-                    self._engines.popitem(last=False)[1].dispose()
-            self._engines.move_to_end(shard)
-            return engine
-
-    def has_table(self, table_name: str) -> bool:
-        """Asked before most queries; a table once there stays (a migration only adds tables)."""
-        if table_name in self._tables:
-            return True
-        engine = self._engine(INDEX_SHARD_NAME)
-        with engine.connect() as connection:
-            found = bool(engine.dialect.has_table(connection, table_name))
-        if found:
-            self._tables.add(table_name)
-        return found
-
-    @contextmanager
-    def _connect(self, shard: str) -> Iterator[Any]:  # Dagster's own, less the engine per call
-        with self._db_lock:
-            engine = self._engine(shard)
-            if shard not in self._initialized_dbs:
-                self._initdb(engine)
-                self._initialized_dbs.add(shard)
-            with engine.connect() as connection, connection.begin():
-                yield connection
-
-
-class ReusedEngineSqliteStorage(DagsterSqliteStorage):
-    """Dagster's SQLite storage (the same files under ``base_dir``) with an event log that reuses
-    its engines (:class:`_ReusedEngineEventLog`); what ``dagster.yaml`` names for the instance
-    of a data folder (:data:`graphbase.home.INSTANCE_YAML`)."""
-
-    def __init__(self, base_dir: str, inst_data: Any = None):
-        super().__init__(base_dir, inst_data)
-        self._event_log_storage = _ReusedEngineEventLog(_event_logs_directory(base_dir))
-
-    @classmethod
-    def from_config_value(cls, inst_data: Any, config_value: Any) -> ReusedEngineSqliteStorage:
-        return cls.from_local(inst_data=inst_data, **config_value)

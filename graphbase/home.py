@@ -31,37 +31,12 @@ OPEN_LOCK_FILE = ".embedpyramid-open.lock"
 INSTANCE_YAML = """\
 # Written by embedpyramid: the run history of `embedpyramid run` for this data folder.
 # Show it in the UI with:  DAGSTER_HOME={home} dagster dev -w workspace.yaml
-# Dagster's SQLite storage, its event log reusing one engine per database file.
-storage:
-  custom:
-    module: graphbase.dagster_internals
-    class: ReusedEngineSqliteStorage
-    config:
-      base_dir: {storage}
 run_monitoring:
   enabled: true
   start_timeout_seconds: 180
 telemetry:
   enabled: false
 """
-
-# SQLAlchemy reads these as URL syntax in a SQLite path (query, fragment, percent escapes).
-_URL_SIGNIFICANT = set("?#%")
-
-
-def sqlite_home(home: Path) -> Path:
-    """The path Dagster builds the instance's SQLite URLs from: ``home``, or, when its path holds
-    ``?``, ``#`` or ``%``, a link to it under ``~/.cache/embedpyramid/homes/`` (made by
-    :func:`graphbase.instance.open_instance`), whose path holds none."""
-    if not _URL_SIGNIFICANT & set(str(home)):
-        return home
-    links = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embedpyramid" / "homes"
-    return links / hashlib.sha256(str(home).encode("utf-8")).hexdigest()[:16]
-
-
-def instance_yaml(home: Path) -> str:
-    """The ``dagster.yaml`` embedpyramid writes for an instance folder."""
-    return INSTANCE_YAML.format(home=home, storage=sqlite_home(home))
 
 
 def instance_home(data_root: StorePath) -> Path:

@@ -27,6 +27,7 @@ follows, one writer at a time, and no ghost runs.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shlex
@@ -40,8 +41,10 @@ import dagster as dg
 import psutil
 
 from embedpyramid.store import RunHistoryError, StorePath
-from graphbase.home import BINDING_FILE, OPEN_LOCK_FILE, instance_home, instance_yaml, sqlite_home
+from graphbase.home import BINDING_FILE, INSTANCE_YAML, OPEN_LOCK_FILE, instance_home
 
+# SQLAlchemy reads these as URL syntax in a SQLite path (query, fragment, percent escapes).
+_URL_SIGNIFICANT = set("?#%")
 PID_TAG, HOST_TAG = "embedpyramid/pid", "embedpyramid/host"
 
 
@@ -79,30 +82,20 @@ def open_instance(data_root: StorePath) -> dg.DagsterInstance:
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         config = home / "dagster.yaml"
-        if not config.is_file() or config.read_text(encoding="utf-8") == _EARLIER_INSTANCE_YAML.format(home=home):
-            config.write_text(instance_yaml(home), encoding="utf-8")
+        if not config.is_file():
+            config.write_text(INSTANCE_YAML.format(home=home), encoding="utf-8")
         return dg.DagsterInstance.from_config(str(_sqlite_safe(home)))
     finally:
         os.close(handle)
 
 
-_EARLIER_INSTANCE_YAML = """\
-# Written by embedpyramid: the run history of `embedpyramid run` for this data folder.
-# Show it in the UI with:  DAGSTER_HOME={home} dagster dev -w workspace.yaml
-run_monitoring:
-  enabled: true
-  start_timeout_seconds: 180
-telemetry:
-  enabled: false
-"""
-"""The ``dagster.yaml`` embedpyramid wrote before the storage was named (Dagster's default SQLite
-storage, the same files): rewritten as :func:`~graphbase.home.instance_yaml` when found unedited."""
-
-
 def _sqlite_safe(home: Path) -> Path:
-    link = sqlite_home(home)
-    if link != home and (not link.is_symlink() or link.resolve() != home):
-        link.parent.mkdir(parents=True, exist_ok=True)
+    if not _URL_SIGNIFICANT & set(str(home)):
+        return home
+    links = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embedpyramid" / "homes"
+    links.mkdir(parents=True, exist_ok=True)
+    link = links / hashlib.sha256(str(home).encode("utf-8")).hexdigest()[:16]
+    if not link.is_symlink() or link.resolve() != home:
         link.unlink(missing_ok=True)
         link.symlink_to(home, target_is_directory=True)
     return link

@@ -43,7 +43,7 @@ from embedpyramid.hashing import sha256_json
 from embedpyramid.reports.tables import first_few
 from embedpyramid.store import DataFolderBusy, StorePath, is_local, read_json, store_path, write_json
 from graphbase.facets import facet_versions
-from graphbase.home import BINDING_FILE, DataFolderLock, instance_home, instance_yaml
+from graphbase.home import BINDING_FILE, INSTANCE_YAML, DataFolderLock, instance_home
 
 WARM_MEMO = "embedpyramid-warm.json"
 UP_TO_DATE_LINE = "everything up to date (nothing recorded since Dagster last found it all fresh)"
@@ -110,7 +110,7 @@ def history_fingerprint(home: Path) -> list[list[Any]] | None:
     config binding; None when the instance is not the SQLite one embedpyramid writes (its
     ``dagster.yaml`` was edited: the records may live elsewhere, e.g. in Postgres)."""
     try:
-        if (home / "dagster.yaml").read_text(encoding="utf-8") != instance_yaml(home):
+        if (home / "dagster.yaml").read_text(encoding="utf-8") != INSTANCE_YAML.format(home=home):
             return None
     except OSError:
         return None

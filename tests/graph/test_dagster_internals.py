@@ -115,26 +115,3 @@ def test_automation_conditions_read_candidates_and_return_subsets():
     result = dg.evaluate_automation_conditions(dg.Definitions(assets=[asset]), dg.DagsterInstance.ephemeral())
     (evaluated,) = result.results
     assert evaluated.true_subset.expensively_compute_partition_keys() == {"x"}
-
-
-
-def test_the_sqlite_storage_reuses_a_bounded_set_of_engines_and_reads_what_dagster_wrote(tmp_path, monkeypatch):
-    # Dagster's own SQLite storage writes the history first; the reused-engine one reads the same files.
-    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with dg.DagsterInstance.from_config(str(tmp_path)) as plain:
-        materialize(plain, frozen, "x")
-    (tmp_path / "dagster.yaml").write_text(
-        "storage:\n  custom:\n    module: graphbase.dagster_internals\n    class: ReusedEngineSqliteStorage\n"
-        f"    config:\n      base_dir: {tmp_path}\ntelemetry:\n  enabled: false\n")
-    monkeypatch.setattr("graphbase.dagster_internals._ReusedEngineEventLog.ENGINES_KEPT", 2)
-    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
-        events = instance.event_log_storage
-        assert type(events).__name__ == "_ReusedEngineEventLog"
-        assert instance.get_latest_materialization_event(frozen.key).dagster_event.partition == "x"
-        for _ in range(3):  # three more runs: a database file each, besides the index
-            materialize(instance, frozen, "y")
-        assert len(events._engines) == 2  # the most recently used files' engines; the others disposed
-        runs = instance.get_runs()
-        assert len(runs) == 4 and len(events.get_all_run_ids()) == 4
-        assert all(any(event.dagster_event and event.dagster_event.is_step_success
-                       for event in instance.all_logs(run.run_id)) for run in runs)

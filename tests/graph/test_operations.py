@@ -340,29 +340,3 @@ def test_a_warm_run_with_nothing_to_do_loads_no_model_library(write_configs, tin
         # torch may still come in only through the two core modules whose import the issue-10 work
         # makes lazy (exact search, FAISS index helpers); nothing of the orchestration pulls it.
         assert parents.get("torch") in (None, "embedpyramid.retrieval.search", "embedpyramid.serving.index")
-
-
-def test_a_run_history_of_an_earlier_version_is_opened_with_the_reused_engine_storage_and_keeps_its_runs(tmp_path):
-    from graphbase.home import instance_yaml
-    from graphbase.instance import _EARLIER_INSTANCE_YAML
-
-    data = tmp_path / "data"
-    home = data / "dagster_home"
-    home.mkdir(parents=True)
-    (home / "dagster.yaml").write_text(_EARLIER_INSTANCE_YAML.format(home=home))
-
-    @dg.asset
-    def earlier() -> None:
-        return None
-
-    with dg.DagsterInstance.from_config(str(home)) as instance:  # what the earlier version opened
-        assert dg.materialize([earlier], instance=instance).success
-    opened = open_instance(data)
-    assert (home / "dagster.yaml").read_text() == instance_yaml(home)
-    assert type(opened.event_log_storage).__name__ == "_ReusedEngineEventLog"
-    assert opened.get_latest_materialization_event(earlier.key) is not None
-    # A dagster.yaml someone edited is theirs: left as it is.
-    edited = _EARLIER_INSTANCE_YAML.format(home=home) + "# mine\n"
-    (home / "dagster.yaml").write_text(edited)
-    open_instance(data)
-    assert (home / "dagster.yaml").read_text() == edited
