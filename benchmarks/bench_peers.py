@@ -53,8 +53,8 @@ then the translations of at least 4 words, language by language in name order.
 
 Beside them, Dagster's floor (``--side floor``, a fresh process): the pipeline's run shape (its
 runs and the steps of each, read from its instance) as no-op assets on a fresh instance of
-Dagster's SQLite storage — what any Dagster pipeline of that shape costs before it computes anything, set
-against what the target allows beyond the bare job.
+Dagster's SQLite storage — what any Dagster pipeline of that shape costs before it computes
+anything, set against what the target allows beyond the bare job.
 
 Targets: pipeline CPU <= 1.15 x the bare job's and <= 1.05 x mteb's, at 1,000 and 5,000
 documents; the pipeline's encode throughput >= 0.97 x ``model.encode``'s. Prints the figures,
@@ -370,10 +370,11 @@ def run_shape(data: Path) -> list[int]:
 
 def side_floor(shape: list[int], result: Path) -> None:
     """Dagster's floor for the pipeline's run shape: ``import dagster``, a fresh instance on
-    Dagster's SQLite storage (the run history's), and ``len(shape)`` in-process runs of as many no-op assets as the
-    pipeline's runs had steps (each reading every asset of the run before; all but the last
-    partitioned, as the freeze and the evaluation are): what any Dagster pipeline of this shape
-    costs before it computes anything. Writes the CPU seconds of the three parts."""
+    Dagster's SQLite storage (the run history's), and ``len(shape)`` in-process runs of as many
+    no-op assets as the pipeline's runs had steps (each reading every asset of the run before;
+    all but the last partitioned, as the freeze and the evaluation are): what any Dagster
+    pipeline of this shape costs before it computes anything. Writes the CPU seconds of the
+    three parts."""
     start = time.process_time()
     import dagster as dg
 

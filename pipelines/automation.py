@@ -179,12 +179,12 @@ def summary_runs(todo: list[tuple[K, str | None]], *, whole_after_several: bool)
     for asset, partition in todo:
         by_partition.setdefault(partition, []).append(asset)
     whole = by_partition.pop(None, [])
-    runs = list(by_partition.items())
+    runs = [(assets, partition) for partition, assets in by_partition.items()]
     if not runs:
         return [(whole, None)] if whole else []
     if whole_after_several or len(runs) == 1:
-        runs[-1] = (runs[-1][0], runs[-1][1] + whole)
-    return [(assets, partition) for partition, assets in runs]
+        runs[-1][0].extend(whole)
+    return runs
 
 
 def automation_sensors(interval: int = DEFAULT_SENSOR_INTERVAL) -> list[dg.SensorDefinition]:
