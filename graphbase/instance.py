@@ -4,7 +4,10 @@ follows, one writer at a time, and no ghost runs.
 - **Where.** ``$DAGSTER_HOME`` when set, else ``<data>/dagster_home`` (a local data folder only).
   Dagster builds SQLite URLs from that path without quoting it, so a folder whose path holds
   ``?``, ``#`` or ``%`` is opened through a link under ``~/.cache/embedpyramid/homes/`` whose path
-  holds none: every byte is still written inside the data folder.
+  holds none: every byte is still written inside the data folder. The ``dagster.yaml`` written
+  there names no storage and no path (a copied or moved folder keeps its own history); the CLI
+  opens Dagster's SQLite storage on those files with an event log that keeps its database engines
+  (:func:`graphbase.dagster_internals.open_sqlite_home`), ``dagster dev`` with Dagster's own.
 - **Binding.** The instance records the config folder and data folder of the last CLI command
   (``embedpyramid.json`` in the instance folder). ``dagster dev`` started with only
   ``DAGSTER_HOME`` set reads them, so the UI, the sensors and the CLI follow one config; a code
@@ -41,6 +44,7 @@ import dagster as dg
 import psutil
 
 from embedpyramid.store import RunHistoryError, StorePath
+from graphbase.dagster_internals import open_sqlite_home
 from graphbase.home import BINDING_FILE, INSTANCE_YAML, OPEN_LOCK_FILE, instance_home
 
 # SQLAlchemy reads these as URL syntax in a SQLite path (query, fragment, percent escapes).
@@ -84,7 +88,7 @@ def open_instance(data_root: StorePath) -> dg.DagsterInstance:
         config = home / "dagster.yaml"
         if not config.is_file():
             config.write_text(INSTANCE_YAML.format(home=home), encoding="utf-8")
-        return dg.DagsterInstance.from_config(str(_sqlite_safe(home)))
+        return open_sqlite_home(str(_sqlite_safe(home)))
     finally:
         os.close(handle)
 

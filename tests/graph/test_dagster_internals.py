@@ -1,6 +1,8 @@
 """The contract of graphbase.dagster_internals against the installed Dagster: the only module that
 imports Dagster internals. If a Dagster release moves or changes one of them, this fails first."""
 
+import shutil
+
 import dagster as dg
 
 from graphbase.dagster_internals import (
@@ -12,6 +14,7 @@ from graphbase.dagster_internals import (
     candidate_partitions,
     checks_named,
     graph_view,
+    open_sqlite_home,
     parent_partitions,
     partition_dimensions,
     subset_of,
@@ -115,3 +118,48 @@ def test_automation_conditions_read_candidates_and_return_subsets():
     result = dg.evaluate_automation_conditions(dg.Definitions(assets=[asset]), dg.DagsterInstance.ephemeral())
     (evaluated,) = result.results
     assert evaluated.true_subset.expensively_compute_partition_keys() == {"x"}
+
+
+def test_the_sqlite_storage_reuses_a_bounded_set_of_engines_and_reads_what_dagster_wrote(tmp_path, monkeypatch):
+    # Dagster's own SQLite storage writes the history first; the reused-engine one reads the same files.
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as plain:
+        materialize(plain, frozen, "x")
+    monkeypatch.setattr("graphbase.dagster_internals._ReusedEngineEventLog.ENGINES_KEPT", 2)
+    with open_sqlite_home(str(tmp_path)) as instance:
+        events = instance.event_log_storage
+        assert type(events).__name__ == "_ReusedEngineEventLog"
+        assert instance.get_latest_materialization_event(frozen.key).dagster_event.partition == "x"
+        for _ in range(3):  # three more runs: a database file each, besides the index
+            materialize(instance, frozen, "y")
+        assert len(events._engines) == 2  # the most recently used files' engines; the others disposed
+        runs = instance.get_runs()
+        assert len(runs) == 4 and len(events.get_all_run_ids()) == 4
+        assert all(any(event.dagster_event and event.dagster_event.is_step_success
+                       for event in instance.all_logs(run.run_id)) for run in runs)
+        # What a run's processes rebuild the instance from names the same storage on the same files.
+        with dg.DagsterInstance.from_ref(instance.get_ref()) as rebuilt:
+            assert type(rebuilt.event_log_storage).__name__ == "_ReusedEngineEventLog"
+            assert len(rebuilt.get_runs()) == 4
+    with dg.DagsterInstance.from_config(str(tmp_path)) as plain:  # and Dagster's storage reads what it wrote
+        assert len(plain.get_runs()) == 4
+
+
+def test_a_copied_sqlite_home_keeps_its_own_history_and_other_storages_are_kept(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with open_sqlite_home(str(tmp_path / "a")) as first:
+        materialize(first, frozen, "x")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    with open_sqlite_home(str(tmp_path / "b")) as copy:
+        materialize(copy, frozen, "y")
+        assert len(copy.get_runs()) == 2
+    with open_sqlite_home(str(tmp_path / "a")) as first:
+        assert len(first.get_runs()) == 1  # the copy's run went to the copy's files only
+    # A dagster.yaml that names its storages one by one (Dagster's older form) is opened as it is.
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "dagster.yaml").write_text("\n".join([
+        "event_log_storage:", "  module: dagster._core.storage.event_log", "  class: SqliteEventLogStorage",
+        "  config:", f"    base_dir: {tmp_path / 'c' / 'events'}", ""]))
+    with open_sqlite_home(str(tmp_path / "c")) as composite:
+        assert type(composite.event_log_storage).__name__ == "SqliteEventLogStorage"

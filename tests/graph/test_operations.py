@@ -6,6 +6,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,6 +94,22 @@ def test_processes_opening_a_new_run_history_at_once_do_not_corrupt_it(tmp_path)
         results = [process.communicate(timeout=300) for process in openers]
         assert [process.returncode for process in openers] == [0] * 4, results
         assert [out.strip() for out, _ in results] == ["0"] * 4
+
+
+def test_a_copied_data_folder_keeps_its_own_run_history(tmp_path):
+    # The instance of a data folder names no path in its dagster.yaml: a copy writes to its own files.
+    @dg.asset
+    def step() -> None:
+        return None
+
+    first = tmp_path / "first"
+    assert dg.materialize([step], instance=open_instance(first)).success
+    shutil.copytree(first, tmp_path / "copy")
+    copy = open_instance(tmp_path / "copy")
+    assert type(copy.event_log_storage).__name__ == "_ReusedEngineEventLog"
+    assert dg.materialize([step], instance=copy).success
+    assert len(copy.get_run_records()) == 2
+    assert len(open_instance(first).get_run_records()) == 1
 
 
 def test_a_dataset_broken_after_a_good_run_fails_alone_and_a_new_card_still_runs(write_configs, tiny, tmp_path,
