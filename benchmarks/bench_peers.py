@@ -52,9 +52,10 @@ ids of at least 4 words (markup removed, :func:`embedpyramid.data.django_bitext.
 then the translations of at least 4 words, language by language in name order.
 
 Beside them, Dagster's floor (``--side floor``, a fresh process): the pipeline's run shape (its
-runs and the steps of each, read from its instance) as no-op assets on a fresh instance of
-Dagster's SQLite storage — what any Dagster pipeline of that shape costs before it computes
-anything, set against what the target allows beyond the bare job.
+runs and the steps of each, read from its instance) as no-op assets on a fresh instance opened
+as the pipeline opens its own (Dagster's SQLite storage, its event log keeping its database
+engines) — what any Dagster pipeline of that shape costs before it computes anything, set
+against what the target allows beyond the bare job.
 
 Targets: pipeline CPU <= 1.15 x the bare job's and <= 1.05 x mteb's, at 1,000 and 5,000
 documents; the pipeline's encode throughput >= 0.97 x ``model.encode``'s. Prints the figures,
@@ -369,14 +370,17 @@ def run_shape(data: Path) -> list[int]:
 
 
 def side_floor(shape: list[int], result: Path) -> None:
-    """Dagster's floor for the pipeline's run shape: ``import dagster``, a fresh instance on
-    Dagster's SQLite storage (the run history's), and ``len(shape)`` in-process runs of as many
-    no-op assets as the pipeline's runs had steps (each reading every asset of the run before;
-    all but the last partitioned, as the freeze and the evaluation are): what any Dagster
-    pipeline of this shape costs before it computes anything. Writes the CPU seconds of the
-    three parts."""
+    """Dagster's floor for the pipeline's run shape: ``import dagster``, a fresh instance opened as
+    the pipeline opens its run history (Dagster's SQLite storage, its event log keeping its
+    database engines: :func:`graphbase.dagster_internals.open_sqlite_home`), and ``len(shape)``
+    in-process runs of as many no-op assets as the pipeline's runs had steps (each reading every
+    asset of the run before; all but the last partitioned, as the freeze and the evaluation are):
+    what any Dagster pipeline of this shape costs before it computes anything. Writes the CPU
+    seconds of the three parts."""
     start = time.process_time()
     import dagster as dg
+
+    from graphbase.dagster_internals import open_sqlite_home
 
     imported = time.process_time()
     partitions = dg.StaticPartitionsDefinition([DATASET])
@@ -396,7 +400,7 @@ def side_floor(shape: list[int], result: Path) -> None:
     job = dg.Definitions(assets=[asset for run in runs for asset in run]).resolve_implicit_global_asset_job_def()
     with tempfile.TemporaryDirectory() as home:
         (Path(home) / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-        instance = dg.DagsterInstance.from_config(home)
+        instance = open_sqlite_home(home)
         opened = time.process_time()
         for index, run in enumerate(runs):
             job.get_subset(asset_selection={asset.key for asset in run}).execute_in_process(
