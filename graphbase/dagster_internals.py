@@ -34,7 +34,7 @@ from dagster_shared.record import record
 from sqlalchemy.pool import NullPool
 
 __all__ = ["DATA_VERSION_TAG", "DagsterStaleness", "ReusedEngineSqliteStorage", "StaleCause", "all_partitions", "asset_graph_of", "candidate_partitions",
-           "checks_named", "graph_view", "open_sqlite_home", "parent_partitions", "partition_dimensions", "subset_of"]
+           "checks_named", "graph_view", "open_sqlite_home", "parent_partitions", "partition_dimensions", "subset_of", "unpartitioned"]
 
 DirectStatus = Literal["fresh", "stale", "missing"]
 
@@ -142,6 +142,22 @@ class _ChecksNamed(dg.AssetSelection):
 def checks_named(name: str) -> dg.AssetSelection:
     """A selection of every asset check called ``name`` (Dagster selects checks by key only)."""
     return _ChecksNamed(name=name)
+
+
+@record
+class _Unpartitioned(dg.AssetSelection):
+    """Every materializable asset without partitions."""
+
+    def resolve_inner(self, asset_graph: Any, allow_missing: bool) -> AbstractSet[dg.AssetKey]:
+        return {key for key in asset_graph.materializable_asset_keys if asset_graph.get(key).partitions_def is None}
+
+    def to_serializable_asset_selection(self, asset_graph: Any) -> dg.AssetSelection:
+        return dg.AssetSelection.assets(*sorted(self.resolve_inner(asset_graph, True)))
+
+
+def unpartitioned() -> dg.AssetSelection:
+    """A selection of every materializable asset without partitions, whatever the graph."""
+    return _Unpartitioned()
 
 
 class _ReusedEngineEventLog(SqliteEventLogStorage):

@@ -61,6 +61,7 @@ from graphbase.dagster_internals import (
     parent_partitions,
     partition_dimensions,
     subset_of,
+    unpartitioned,
 )
 from graphbase.facets import CONFIG, Facet, facet_partition, project_facets
 from graphbase.partitions import (
@@ -748,7 +749,11 @@ def _evaluation_condition(*, summary: bool) -> dg.AutomationCondition:
     evaluated on the next: Dagster runs differently partitioned assets apart) and for what they
     read in another partition until it is fresh (:class:`WaitsForOtherPartition`). The summaries
     summarize what is evaluated: they need one evaluated upstream partition and wait while
-    anything upstream is requested or running (their own group runs together)."""
+    anything upstream is requested or running (their own group runs together), and while an
+    unpartitioned asset they read (results.duckdb, for the report) is missing and not requested
+    on this tick: a run upstream can end while a tick evaluates, after the tick left
+    results.duckdb alone for it and before it reaches the report (the report then ran alone and
+    failed: tests/deploy/test_single_host.py)."""
     # Dagster's cached failed status first: the attempts are counted for failed partitions only.
     retry = (dg.AutomationCondition.execution_failed() & FailedWithRetriesLeft()).with_label("failed, retries left")
     needed = (dg.AutomationCondition.missing() | StaleCondition() | retry).with_label("missing, stale or to retry")
@@ -765,6 +770,7 @@ def _evaluation_condition(*, summary: bool) -> dg.AutomationCondition:
             condition
             & dg.AutomationCondition.any_deps_match(~dg.AutomationCondition.missing()).allow(partitions)
             & ~UpstreamBusy()
+            & ~dg.AutomationCondition.any_deps_missing().allow(unpartitioned())
         )
     else:
         condition = (condition & ~dg.AutomationCondition.any_deps_missing().allow(materializable)

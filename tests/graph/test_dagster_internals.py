@@ -18,6 +18,7 @@ from graphbase.dagster_internals import (
     parent_partitions,
     partition_dimensions,
     subset_of,
+    unpartitioned,
 )
 
 DATASETS = dg.StaticPartitionsDefinition(["x", "y"])
@@ -93,6 +94,8 @@ def test_direct_stale_status_causes_and_partition_mappings():
 def test_checks_are_selected_by_name_and_an_in_process_step_gets_the_built_graph():
     graph = DEFS.resolve_asset_graph()
     assert checks_named("shape").resolve_checks(graph) == {dg.AssetCheckKey(metrics.key, "shape")}
+    assert unpartitioned().resolve(graph) == {summary.key}
+    assert unpartitioned().to_serializable_asset_selection(graph).resolve(graph) == {summary.key}
     job = dg.define_asset_job("job", selection=dg.AssetSelection.assets(metrics) - checks_named("other"))
     resolved = dg.Definitions(assets=[frozen, metrics, summary], asset_checks=[other], jobs=[job]).resolve_job_def("job")
     assert {key.name for key in resolved.asset_layer.asset_graph.asset_check_keys} == {"shape"}

@@ -11,7 +11,13 @@ from assets.retrieval import exact_topk
 from embedpyramid.config import load_config
 from graphbase.dagster_internals import DATA_VERSION_TAG
 from graphbase.facets import MODEL_CARD
-from graphbase.freshness import EVALUATE_WHEN_STALE, WaitsForOtherPartition, config_observations
+from graphbase.freshness import (
+    EVALUATE_WHEN_STALE,
+    SUMMARIZE_WHEN_STALE,
+    UpstreamBusy,
+    WaitsForOtherPartition,
+    config_observations,
+)
 from graphbase.instance import bind
 from graphbase.partitions import MODELS, model_dataset_key
 from pipelines import graph
@@ -168,6 +174,42 @@ def test_a_partition_a_run_materializes_while_the_tick_evaluates_is_not_requeste
     assert requested_by_automation(defs, instance)[0] == set()
     assert instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey("metrics"), asset_partitions=["x"]),
                                            limit=1).records
+
+
+def test_a_summary_waits_while_an_unpartitioned_input_is_missing_and_not_requested(monkeypatch):
+    """A run upstream that ends while the tick evaluates: the tick left ``results_db`` alone (its
+    upstream was running when it got there) and, the run over, found nothing busy when it got to
+    the report, which then ran alone before results.duckdb existed (tests/deploy/test_single_host.py).
+    Here the upstream is busy for ``results_db`` only."""
+    datasets = dg.StaticPartitionsDefinition(["x"])
+
+    @dg.asset(partitions_def=datasets, automation_condition=EVALUATE_WHEN_STALE)
+    def metrics() -> None:
+        return None
+
+    @dg.asset(deps=[metrics], group_name="summary", automation_condition=SUMMARIZE_WHEN_STALE)
+    def results_db() -> None:
+        return None
+
+    @dg.asset(deps=[results_db, metrics], group_name="summary", automation_condition=SUMMARIZE_WHEN_STALE)
+    def report() -> None:
+        return None
+
+    defs = dg.Definitions(assets=[metrics, results_db, report])
+    instance = dg.DagsterInstance.ephemeral()
+    assert dg.materialize([metrics], instance=instance, partition_key="x").success
+    assert requested_by_automation(defs, instance)[0] == {("results_db", None), ("report", None)}  # together
+    busy = UpstreamBusy.evaluate
+
+    def busy_for_results_db(self, context):
+        if context.key == results_db.key:
+            return dg.AutomationResult(context, true_subset=context.candidate_subset)
+        return busy(self, context)
+
+    monkeypatch.setattr(UpstreamBusy, "evaluate", busy_for_results_db)
+    assert requested_by_automation(defs, instance)[0] == set()
+    assert dg.materialize([results_db], instance=instance).success
+    assert requested_by_automation(defs, instance)[0] == {("report", None)}
 
 
 def test_summary_runs_give_each_dataset_a_run_and_place_the_summaries_over_every_dataset():
