@@ -154,8 +154,8 @@ def search_figures(args: argparse.Namespace, threads: int, documents: np.ndarray
         equal_scores = bool(np.array_equal(faiss_scores, scores))
         print(f"exact top-{args.k}, {threads} thread(s): ids equal to FAISS's under the tie rule on "
               f"{args.queries - differing}/{args.queries} queries, scores equal to the last bit: {equal_scores}")
-        equality = "bit" if not differing and equal_scores else None
-        if equality is None:
+        equality = "bit"
+        if differing or not equal_scores:
             rounding = rounding_check(queries, documents, (scores, indices), (faiss_scores, faiss_ids))
             print(f"  rounding check: the products round differently (largest |float32 - float64 score|: project "
                   f"{rounding['project_rounding']:.1e}, FAISS {rounding['faiss_rounding']:.1e}); at every rank the "
