@@ -3,7 +3,9 @@ and their raw twins (pyramid L1). One forward pass per text writes both: the raw
 from the model without its final Normalize module, the card's are derived from them. Per L2
 task family F, ``F_embeddings`` (model × F dataset) holds the card's vectors of the dataset's
 texts. Every vector the graph computes is one of these assets' materializations, of its own
-card's partition; the assets that use vectors read them from the cache.
+card's partition; the assets that use vectors read them from the cache. A card that differs
+from another only by its dimension cut or normalization encodes nothing: its tables derive from
+the other card's raw table of the same forward pass (``derived_from`` in the metadata).
 
 One corpus on many workers. ``query_embeddings`` and ``document_embeddings`` are graph-backed:
 ``<kind>_shard_plan`` lists the shards of the table still to encode (none on a cache hit, and
@@ -127,6 +129,8 @@ def _materialize(context: dg.OpExecutionContext, project: ProjectResource, encod
         "card_key": dg.MetadataValue.text(model.key),
         "path": dg.MetadataValue.path(str(result.path)),
     }
+    if "derived_from" in meta:
+        metadata["derived_from"] = dg.MetadataValue.text(meta["derived_from"]["model_key"])
     if raw:
         check = meta["direction_check"]
         difference = check["max_abs_difference"]
@@ -255,6 +259,8 @@ def _task_embedding_asset(family: str, op_tags: dict[str, str]) -> dg.AssetsDefi
                 # The task asset's key before these vectors had an asset of their own: `embedpyramid
                 # run` reports the retrieval tables it encoded (cache_hit), as before.
                 "embeddings_cache_hit": dg.MetadataValue.bool(result.cache_hit),
+                **({"derived_from": dg.MetadataValue.text(meta["derived_from"]["model_key"])}
+                   if "derived_from" in meta else {}),
                 "card_hash": dg.MetadataValue.text(model.card_hash),
                 "card_key": dg.MetadataValue.text(model.key),
                 "path": dg.MetadataValue.path(str(result.path)),

@@ -81,7 +81,8 @@ from pipelines.graph import build_definitions
 class RunReport:
     """What one invocation did: datasets frozen, partitions materialized (card key, dataset) or
     up to date, the assets materialized, the embedding tables encoded (``query``, ``document``,
-    ``raw_query``, ``raw_document``), config facets that changed, abandoned runs marked failed,
+    ``raw_query``, ``raw_document``) and those derived without encoding from another card's
+    forward pass (``derived``), config facets that changed, abandoned runs marked failed,
     failures, the partitions (card key, dataset) where what other cards' partitions read was
     materialized first (``read_across``), whether (or why not) the summary was built, and the
     input partitions the summaries left out because they are not current (the summaries'
@@ -92,6 +93,7 @@ class RunReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     assets: list[tuple[str, str, str]] = field(default_factory=list)
     encoded: list[tuple[str, str, str]] = field(default_factory=list)
+    derived: list[tuple[str, str, str]] = field(default_factory=list)
     config_changes: list[str] = field(default_factory=list)
     abandoned_runs: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -362,7 +364,8 @@ def _bring_up_to_date(session: Session, model: ResolvedModel, dataset: str, asse
             report.assets.append((model.key, dataset, name))
             cache_hit = materialization.metadata.get("cache_hit")
             if cache_hit is not None and not cache_hit.value:
-                report.encoded.append((model.key, dataset, name.removesuffix("_embeddings")))
+                table = (model.key, dataset, name.removesuffix("_embeddings"))
+                (report.derived if "derived_from" in materialization.metadata else report.encoded).append(table)
         if not result.success:
             report.failures.append(f"{label}: {_failure(result, session.verbose)}")
             return None

@@ -10,7 +10,7 @@ from importlib import metadata as importlib_metadata
 from importlib.machinery import ModuleSpec, PathFinder
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -215,6 +215,21 @@ class ResolvedModel:
         fields["source"] = self.source_identity
         fields["similarity"] = self.similarity
         return fields
+
+    def same_pass_hashes(self) -> list[str]:
+        """The card hashes of the other cards whose raw tables hold this card's forward pass: the
+        same card but for its normalization and similarity, uncut or cut to this card's dimension.
+        The card's tables derive from such a raw table by its own cut and normalization
+        (:func:`embedpyramid.encode.tables.same_pass_table`), so a dimension or normalization
+        variant of an evaluated card encodes nothing."""
+        fields = self.hashed_fields()
+        variants = (
+            sha256_json({**fields, "dimension": dimension, "normalize": normalize, "similarity": similarity})
+            for dimension in dict.fromkeys([None, self.card.dimension])
+            for normalize in (True, False)
+            for similarity in get_args(Similarity)
+        )
+        return [card_hash for card_hash in dict.fromkeys(variants) if card_hash != self.card_hash]
 
 
 def resolve_source(directory: Path, name: str, card: ModelCard) -> tuple[Path | None, dict[str, Any]]:

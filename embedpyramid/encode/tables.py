@@ -8,6 +8,13 @@ card's vectors (``<kind>``) are derived from them by the card's dimension cut an
 shipped model too and the largest difference is recorded (``direction_check``), for the
 blocking check of the raw assets.
 
+One pass per model. A card that differs from another only by its dimension cut, normalization
+or similarity runs the same forward pass: when the other card's raw table of the same input
+table is stored (uncut, or cut to this card's dimension), this card's two tables are derived
+from it without loading the model (:func:`same_pass_table`, :func:`derive_tables`); their
+metadata name the card whose pass they come from (``derived_from``) and carry that pass's
+encode seconds and direction check, which are this card's cost and check too.
+
 Shards. The pass encodes ``run.shard_size`` texts at a time (in table order; longest first
 within a shard) and writes each shard atomically under a hidden folder named by the raw
 table, ``.{kind}-raw-<table>.shards-<size>/``. A killed encode resumes from the last finished
@@ -273,13 +280,17 @@ def embed_table(
 ) -> EmbeddingTable:
     """Return the cached table for (card, kind, input table), encoding only on a cache miss.
 
-    ``encoder`` is a factory, so a cache hit never loads the model. A miss runs the single pass,
-    which writes both the raw and the card's table (see the module docstring); ``raw`` picks
-    which one is returned. ``progress(done, total)`` is called after every batch.
+    ``encoder`` is a factory, so a cache hit never loads the model. A miss derives both tables
+    from another card's raw table of the same forward pass when one is stored, and otherwise
+    runs the single pass, which writes both the raw and the card's table (see the module
+    docstring); ``raw`` picks which one is returned. ``progress(done, total)`` is called after every batch.
     """
     cached = cached_table(store, model, kind, inputs, raw=raw)
     if cached is not None:
         return cached
+    same_pass = same_pass_table(store, model, kind, inputs)
+    if same_pass is not None:
+        return derive_tables(store, model, kind, inputs, same_pass)[raw]
     written = single_pass(store, model, kind, inputs, encoder(), progress)
     return written[raw]
 
@@ -294,6 +305,51 @@ def cached_table(store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs:
         if metadata.get("problems") == []:
             return EmbeddingTable(target, metadata, cache_hit=True)
     return None
+
+
+def same_pass_table(store: ArtifactStore, model: ResolvedModel, kind: Kind,
+                    inputs: EncodingInputs) -> tuple[EmbeddingTable, EmbeddingTable] | None:
+    """The stored raw and card tables of another card with this card's forward pass
+    (:meth:`~embedpyramid.config.ResolvedModel.same_pass_hashes`) for the same input table, when
+    its raw vectors have no problems; else None."""
+    for card_hash in model.same_pass_hashes():
+        paths = [store.embedding_path(card_hash, _table_kind(kind, raw), inputs.table_sha) for raw in (True, False)]
+        if all(path.is_file() for path in paths):
+            raw_table, card_table = (EmbeddingTable(path, read_embedding_metadata(path)) for path in paths)
+            if raw_table.metadata.get("problems") == []:
+                return raw_table, card_table
+    return None
+
+
+_TABLE_FIELDS = ("raw", "normalized", "backend", "notes", "dim", "problems", "norms", "unit_vectors")
+"""Metadata that describe one table; the rest describe the pass both tables come from."""
+
+
+def derive_tables(store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs: EncodingInputs,
+                  same_pass: tuple[EmbeddingTable, EmbeddingTable]) -> dict[bool, EmbeddingTable]:
+    """Write the card's raw and card tables from another card's tables of the same forward pass
+    (:func:`same_pass_table`) by this card's cut and normalization, encoding nothing; returns
+    both, keyed by ``raw``."""
+    raw_source, card_source = same_pass
+    source = raw_source.metadata
+    common = {key: value for key, value in source.items() if key not in _TABLE_FIELDS}
+    common.update({
+        "model": model.name, "model_key": model.key, "card_hash": model.card_hash, "similarity": model.similarity,
+        "card": model.hashed_fields(), "run_settings": model.card.run.model_dump(),
+        "derived_from": source.get("derived_from") or {"model_key": source["model_key"],
+                                                       "card_hash": source["card_hash"]},
+    })
+    stats: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for _ids, vectors, _counts in _row_groups([raw_source.path]):
+        for is_raw in (True, False):
+            stats[is_raw].append(_row_stats(postprocess(vectors, model.card.dimension, model.card.normalize and not is_raw,
+                                                        model.name)))
+    card_backend = {key: value for key, value in card_source.metadata["backend"].items()
+                    if key not in ("normalize_layer_stripped", "vectors")}
+    metadata = _tables_metadata(model, common, {is_raw: _merge_stats(stats[is_raw]) for is_raw in (True, False)},
+                                {True: source["backend"], False: card_backend},
+                                model.card.dimension or source["dim"], f"the raw pass of {common['derived_from']['model_key']}")
+    return _write_pair(store, model, kind, inputs, _row_groups([raw_source.path]), metadata)
 
 
 @dataclass(frozen=True)
@@ -339,8 +395,9 @@ def _shard_ids(inputs: EncodingInputs, shard: _Shard) -> tuple[list[str], str]:
 
 def unfinished_shards(store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs: EncodingInputs) -> list[int]:
     """The shards of (card, kind, input table) still to encode, by index: none when the table is
-    stored and sound (:func:`cached_table`), else every shard not yet written completely."""
-    if cached_table(store, model, kind, inputs) is not None:
+    stored and sound (:func:`cached_table`) or derives from another card's pass
+    (:func:`same_pass_table`), else every shard not yet written completely."""
+    if cached_table(store, model, kind, inputs) is not None or same_pass_table(store, model, kind, inputs) is not None:
         return []
     return [shard.index for shard in _table_shards(store, model, kind, inputs)
             if _finished(shard, _shard_ids(inputs, shard)[1]) is None]
@@ -467,7 +524,6 @@ def _write_tables(
     token_sums = [m["tokens"] for m in shard_metadata]
     tokens = None if any(t is None for t in token_sums) else int(sum(token_sums))
     usages = [m["api_usage"] for m in shard_metadata if m["api_usage"] is not None]
-    shipped_layer = bool(loaded.description.get("normalize_layer"))
     common = {
         "model": model.name, "model_key": model.key, "card_hash": model.card_hash, "kind": kind,
         "input_table_sha256": inputs.table_sha, "rows": len(inputs.ids), "similarity": model.similarity,
@@ -482,32 +538,61 @@ def _write_tables(
         "direction_check": _direction_check(model, kind, inputs.texts, loaded, stripped, shards),
         "api_usage": _sum_usage(usages) if usages else None,
     }
+    stats = {is_raw: _merge_stats([m["stats"]["raw" if is_raw else "card"] for m in shard_metadata])
+             for is_raw in (True, False)}
+    metadata = _tables_metadata(model, common, stats, {True: stripped.description, False: loaded.description},
+                                card.dimension or shard_metadata[0]["dim"], "the raw pass")
+    return _write_pair(store, model, kind, inputs, _row_groups([shard.path for shard in shards]), metadata)
+
+
+def _tables_metadata(model: ResolvedModel, common: dict[str, Any], stats: dict[bool, dict[str, Any]],
+                     backends: dict[bool, dict[str, Any]], dim: int, origin: str) -> dict[bool, dict[str, Any]]:
+    """The metadata of the raw (True) and the card's (False) table: ``common`` (the pass), each
+    table's row statistics and backend description, and what the card's vectors derive from."""
+    card = model.card
+    shipped_layer = bool(backends[False].get("normalize_layer"))
     metadata: dict[bool, dict[str, Any]] = {}
     for is_raw in (True, False):
-        stats = _merge_stats([m["stats"]["raw" if is_raw else "card"] for m in shard_metadata])
         normalized = card.normalize and not is_raw
-        backend = dict((stripped if is_raw else loaded).description)
+        backend = dict(backends[is_raw])
         notes = []
         if not is_raw and shipped_layer and not card.normalize:
             backend["normalize_layer_stripped"] = True
             notes.append(STRIPPED_NOTE)
         if not is_raw:
-            backend["vectors"] = "derived from the raw pass: dimension cut" + (", then L2 normalization" if normalized else "")
+            backend["vectors"] = f"derived from {origin}: dimension cut" + (", then L2 normalization" if normalized else "")
+        table_stats = stats[is_raw]
         metadata[is_raw] = {
-            **common, "raw": is_raw, "normalized": normalized, "backend": backend, "notes": notes,
-            "dim": card.dimension or shard_metadata[0]["dim"],
-            "problems": stats_problems(stats), "norms": {"min": stats["norm_min"], "max": stats["norm_max"]},
-            "unit_vectors": stats["norm_min"] is not None and abs(stats["norm_min"] - 1) < 1e-4
-            and abs(stats["norm_max"] - 1) < 1e-4,
+            **common, "raw": is_raw, "normalized": normalized, "backend": backend, "notes": notes, "dim": dim,
+            "problems": stats_problems(table_stats), "norms": {"min": table_stats["norm_min"], "max": table_stats["norm_max"]},
+            "unit_vectors": table_stats["norm_min"] is not None and abs(table_stats["norm_min"] - 1) < 1e-4
+            and abs(table_stats["norm_max"] - 1) < 1e-4,
         }
+    return metadata
+
+
+def _row_groups(paths: Sequence[Path]) -> Iterator[tuple[list[str], np.ndarray, np.ndarray | None]]:
+    """(ids, raw vectors, token counts or None) of each row group of ``paths`` in order: the
+    shards of a pass, or a stored raw table (one row group per shard)."""
+    for path in paths:
+        with parquet_file(path) as parquet:
+            for group in range(parquet.num_row_groups):
+                table = parquet.read_row_group(group)
+                tokens = table.column("tokens")
+                yield (table.column("id").to_pylist(), _vector_matrix(table.column("vector")),
+                       None if tokens.null_count == len(tokens) else tokens.to_numpy())
+
+
+def _write_pair(store: ArtifactStore, model: ResolvedModel, kind: Kind, inputs: EncodingInputs,
+                parts: Iterator[tuple[list[str], np.ndarray, np.ndarray | None]],
+                metadata: dict[bool, dict[str, Any]]) -> dict[bool, EmbeddingTable]:
+    """Write the raw and the card's table from the pass's raw ``parts`` (one row group each),
+    atomically; returns both, keyed by ``raw``."""
+    card = model.card
     targets = {is_raw: table_path(store, model, kind, inputs.table_sha, raw=is_raw) for is_raw in (True, False)}
     with atomic_path(targets[True]) as raw_temporary, atomic_path(targets[False]) as card_temporary:
         writers: dict[bool, pq.ParquetWriter] = {}
-        for shard in shards:
-            table = read_table(shard.path)
-            ids, vectors = table.column("id").to_pylist(), _vector_matrix(table.column("vector"))
-            tokens_column = table.column("tokens")
-            counts = None if tokens_column.null_count == len(tokens_column) else tokens_column.to_numpy()
+        for ids, vectors, counts in parts:
             for is_raw, temporary in ((True, raw_temporary), (False, card_temporary)):
                 part = vectors_to_table(ids, postprocess(vectors, card.dimension, card.normalize and not is_raw,
                                                          model.name), metadata[is_raw], counts)

@@ -141,11 +141,13 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path, 
     minilm_key, use_key = config.models["minilm-l6"].key, config.models["use-m3"].key
     d256_key = config.models["minilm-l6-d256"].key
     # One forward pass per text: the card's table is derived from the raw one (MiniLM's
-    # Normalize module is stripped for the pass), so the raw assets encode nothing more. Every
-    # table is encoded by its own card's embedding assets: the reranks by USE and by MiniLM (L5)
+    # Normalize module is stripped for the pass), so the raw assets encode nothing more, and the
+    # 256-dimension cut of MiniLM derives its tables from MiniLM's pass, encoding nothing. Every
+    # table is written by its own card's embedding assets: the reranks by USE and by MiniLM (L5)
     # read the other card's, which the runner materialized first in that card's partition.
-    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in keys
+    assert sorted(report.encoded) == sorted((key, "chatterbot-en", kind) for key in (minilm_key, use_key)
                                             for kind in ("document", "query"))
+    assert sorted(report.derived) == [(d256_key, "chatterbot-en", kind) for kind in ("document", "query")]
     assert sorted(report.read_across) == sorted([(minilm_key, "chatterbot-en"), (use_key, "chatterbot-en")])
     assert report.summary_built
     queries = [args for args in commands_of("embedpyramid") if args[0] == "query"]
@@ -374,7 +376,10 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
                                     "config/task_comparison"])
         new_key = load_config(tmp_path / f"c-{field}").models["minilm-l6"].key
         assert report.materialized == [(new_key, "chatterbot-small")], field
-        assert sorted(report.encoded) == [(new_key, "chatterbot-small", kind) for kind in ("document", "query")]
+        # A new prompt is a new forward pass; a new normalization or dimension cut derives the
+        # card's tables from the original card's stored pass.
+        tables = [(new_key, "chatterbot-small", kind) for kind in ("document", "query")]
+        assert (sorted(report.encoded), sorted(report.derived)) == ((tables, []) if field == "query_prompt" else ([], tables))
         assert (use_key, "chatterbot-small") in report.skipped
 
     # Back to the original card: its vectors are still cached, so nothing is encoded again.

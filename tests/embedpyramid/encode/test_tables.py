@@ -24,6 +24,7 @@ from embedpyramid.encode import (
     unfinished_shards,
     vector_problems,
 )
+from embedpyramid.encode.tables import STRIPPED_NOTE
 from embedpyramid.hashing import sha256_table
 from embedpyramid.store import ArtifactStore, read_table
 
@@ -170,6 +171,61 @@ def test_normalize_false_on_a_model_that_ships_normalize_strips_it_and_says_so(w
     assert meta["backend"]["normalize_layer_stripped"] and meta["notes"] == [
         "normalize: false on a model that ships a Normalize module: the module was stripped, so the card's "
         "vectors are the model's raw, unnormalized output"]
+
+
+def test_a_dimension_or_normalization_variant_derives_from_the_stored_pass_without_encoding(
+        write_configs, default_models, tmp_path):
+    minilm = default_models["minilm-l6"]
+    config = load_config(write_configs(models={
+        "minilm-l6": minilm, "d256": {**minilm, "dimension": 256}, "unnormalized": {**minilm, "normalize": False},
+        "d128": {**minilm, "dimension": 128}, "prompted": {**minilm, "query_prompt": "query: "},
+    }))
+    full, d256, unnormalized = (config.models[name] for name in ("minilm-l6", "d256", "unnormalized"))
+    store, inputs = ArtifactStore(tmp_path / "shared"), EncodingInputs(IDS, TEXTS, "6" * 64)
+    # Before the full card's pass is stored, the variant has shards to encode; after, none.
+    assert unfinished_shards(store, d256, "query", inputs) == [0]
+    source = embed_table(store, full, "query", inputs, lambda: load_encoder(full), raw=True)
+    assert unfinished_shards(store, d256, "query", inputs) == []
+    never = lambda: pytest.fail("a variant of a stored pass loads no model")  # noqa: E731
+    derived = embed_table(store, d256, "query", inputs, never)
+    derived_raw = embed_table(store, d256, "query", inputs, never, raw=True)
+    # Both tables were written by the derivation (the raw one is then a cache hit), and they are
+    # bit-identical to the tables a pass of the variant's own writes.
+    assert not derived.cache_hit and derived_raw.cache_hit
+    alone = ArtifactStore(tmp_path / "alone")
+    embed_table(alone, d256, "query", inputs, lambda: load_encoder(d256))
+    for raw in (False, True):
+        mine = read_table(table_path(store, d256, "query", inputs.table_sha, raw=raw))
+        theirs = read_table(table_path(alone, d256, "query", inputs.table_sha, raw=raw))
+        assert mine.column("id").to_pylist() == theirs.column("id").to_pylist() == IDS
+        assert mine.column("vector").combine_chunks().flatten().to_numpy().tobytes() == \
+            theirs.column("vector").combine_chunks().flatten().to_numpy().tobytes()
+        assert mine.column("tokens").to_pylist() == theirs.column("tokens").to_pylist()
+    meta = derived.metadata
+    assert meta["derived_from"] == {"model_key": full.key, "card_hash": full.card_hash}
+    assert (meta["model_key"], meta["card_hash"], meta["dim"], meta["normalized"]) == (d256.key, d256.card_hash, 256, True)
+    # The pass's cost and direction check are the variant's: the same forward pass made its vectors.
+    assert meta["seconds"] == source.metadata["seconds"] and meta["tokens"] == source.metadata["tokens"]
+    assert meta["direction_check"] == source.metadata["direction_check"]
+    assert meta["unit_vectors"] and meta["problems"] == [] and meta["notes"] == []
+    assert meta["backend"]["vectors"] == (f"derived from the raw pass of {full.key}: dimension cut, "
+                                          "then L2 normalization")
+    assert meta["backend"]["modules"] == ["Transformer", "Pooling", "Normalize"]
+    assert derived_raw.metadata["dim"] == 256 and not derived_raw.metadata["unit_vectors"]
+    assert derived_raw.metadata["backend"]["stripped"] == ["Normalize"]
+
+    # normalize: false is the stored raw vectors themselves, with the stripped module said.
+    plain = embed_table(store, unnormalized, "query", inputs, never)
+    _, raw_vectors = read_embeddings(source.path)
+    assert np.array_equal(read_embeddings(plain.path)[1], raw_vectors)
+    assert plain.metadata["backend"]["normalize_layer_stripped"] and plain.metadata["notes"] == [STRIPPED_NOTE]
+    # A variant of a variant names the card whose pass it is.
+    assert embed_table(store, config.models["d128"], "query", inputs, never).metadata["derived_from"]["model_key"] == full.key
+    # Another prompt is another pass: the model is loaded.
+    loads = []
+    prompted = config.models["prompted"]
+    embed_table(store, prompted, "query", inputs, lambda: loads.append(1) or load_encoder(prompted))
+    assert loads == [1]
 
 
 def test_a_model_without_normalize_layer_is_not_stripped(write_configs, tmp_path):
