@@ -59,11 +59,14 @@ def graph_view(instance: dg.DagsterInstance, asset_graph: Any) -> AssetGraphView
 class DagsterStaleness:
     """Dagster's own, direct stale status of asset partitions (the UI's "Unsynced"): an asset
     partition is stale when its code version or the data version of one of its direct
-    dependencies changed since it was materialized. One resolver caches what it reads."""
+    dependencies changed since it was materialized. One resolver caches what it reads, and it
+    reads through the view's caching queryer: without it, Dagster's resolver asks the event log
+    for the dynamic partitions (the cards) again at each partition it resolves."""
 
     def __init__(self, view: AssetGraphView):
         self.view = view
-        self._resolver = CachingStaleStatusResolver(view.instance, view.asset_graph, view)
+        self._resolver = CachingStaleStatusResolver(view.instance, view.asset_graph, view,
+                                                    instance_queryer=view.get_inner_queryer_for_back_compat())
 
     def status(self, asset: dg.AssetKey, partition: str | None) -> DirectStatus:
         status = self._resolver.get_status(asset, partition)
