@@ -311,10 +311,15 @@ def _exact_near_zero(
     rows, columns = np.nonzero(np.abs(totals) <= bound)
     drew_nonzero = np.einsum("ij,ji->i", counts[rows], sums[:, columns] != 0.0) > 0
     rows, columns = rows[drew_nonzero], columns[drew_nonzero]
-    for row, column in zip(rows.tolist(), columns.tolist(), strict=True):
+    if not len(rows):
+        return totals
+    # np.nonzero lists them row by row: one resample's draws serve all its columns.
+    starts = np.flatnonzero(np.diff(rows, prepend=-1))
+    for row, row_columns in zip(rows[starts].tolist(), np.split(columns, starts[1:]), strict=True):
         drawn = np.flatnonzero(counts[row])
-        repeated = np.repeat(sums[drawn, column], counts[row, drawn].astype(np.int64))
-        totals[row, column] = math.fsum(repeated.tolist())
+        repeated = np.repeat(sums[np.ix_(drawn, row_columns)], counts[row, drawn].astype(np.int64), axis=0)
+        for column, values in zip(row_columns.tolist(), repeated.T.tolist(), strict=True):
+            totals[row, column] = math.fsum(values)
     return totals
 
 

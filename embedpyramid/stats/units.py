@@ -13,10 +13,11 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 # About 2 M weights (16 MiB of float64) per block of resamples: large enough for the matrix
 # product to run at full speed, small enough to stay far from the memory of a busy machine.
@@ -80,8 +81,16 @@ def single_blas_thread() -> Iterator[None]:
     on one thread a result depends only on its inputs (and numpy's bundled OpenBLAS), so a
     rerun, another machine or a negated input reproduces it bit for bit.
     """
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _blas_libraries().limit(limits=1):
         yield
+
+
+@cache
+def _blas_libraries() -> ThreadpoolController:
+    """The process's BLAS libraries, numpy's among them (loaded with numpy), found once:
+    ``threadpool_limits`` scans the loaded libraries at every call (about 4 ms on 2 cores, 2 of
+    the 38 CPU-s of the default run's comparisons)."""
+    return ThreadpoolController().select(user_api="blas")
 
 
 def resampling_units(matrix: np.ndarray, groups: ArrayLike | None) -> ResamplingUnits:
