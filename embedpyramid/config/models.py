@@ -216,13 +216,19 @@ class ResolvedModel:
         fields["similarity"] = self.similarity
         return fields
 
+    def pass_fields(self) -> dict[str, Any]:
+        """The hashed fields that make the forward pass: all but the dimension cut, the
+        normalization and the similarity, which only post-process or compare its vectors."""
+        return {name: value for name, value in self.hashed_fields().items()
+                if name not in ("dimension", "normalize", "similarity")}
+
     def same_pass_hashes(self) -> list[str]:
         """The card hashes of the other cards whose raw tables hold this card's forward pass: the
         same card but for its normalization and similarity, uncut or cut to this card's dimension.
         The card's tables derive from such a raw table by its own cut and normalization
         (:func:`embedpyramid.encode.tables.same_pass_table`), so a dimension or normalization
         variant of an evaluated card encodes nothing."""
-        fields = self.hashed_fields()
+        fields = self.pass_fields()
         variants = (
             sha256_json({**fields, "dimension": dimension, "normalize": normalize, "similarity": similarity})
             for dimension in dict.fromkeys([None, self.card.dimension])
