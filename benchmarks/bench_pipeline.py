@@ -68,6 +68,7 @@ from embedpyramid.efficiency import query_latency  # noqa: E402
 from embedpyramid.encode import encode_texts, load_encoder, postprocess  # noqa: E402
 from embedpyramid.geometry.normalization import normalization_price  # noqa: E402
 from embedpyramid.geometry.norms import geometry_report  # noqa: E402
+from embedpyramid.hashing import sha256_json  # noqa: E402
 from embedpyramid.reports.regressions import regressions  # noqa: E402
 from embedpyramid.retrieval.metrics import evaluate_run  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk, run_table, search_metric  # noqa: E402
@@ -121,7 +122,7 @@ def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDatas
             # As the pipeline does: one pass of the model without its Normalize module gives the
             # raw vectors, and the card's are derived from them; a card that differs from an
             # earlier one only by its cut or normalization reuses that card's pass.
-            key = (json.dumps(model.pass_fields(), sort_keys=True, default=str), name)
+            key = (sha256_json(model.pass_fields()), name)
             if key not in passes:
                 passes[key] = {kind: encode_texts(stripped, run.batch_size, inputs[kind].texts, kind,
                                                   threads=run.threads)[0] for kind in inputs}
