@@ -1,6 +1,9 @@
 """Pipeline overhead: the Dagster graph against the same work done bare, in one process.
 
-Two bare references, timed on the frozen default data with the same core functions:
+The pipeline runs on the config folder given (default ``configs``) restricted to what the bare
+references compute (:func:`retrieval_only_configs`): its cards, protocol, L4 specs and retrieval
+datasets, without the L2 task datasets, L5 systems and L6 judge, which the bare core does not do.
+Two bare references, timed on that frozen data with the same core functions:
 
 - ``bare encode + search``: load each model, encode the queries and documents once in the same
   length-sorted batches (the model without its Normalize module; the card's vectors derived
@@ -51,6 +54,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -59,9 +63,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dagster as dg  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+import yaml  # noqa: E402
 
 import embedpyramid.encode.tables as encode_tables  # noqa: E402
 from embedpyramid.config import ProjectConfig, load_config  # noqa: E402
+from embedpyramid.config.base import read_yaml, resolve_path  # noqa: E402
 from embedpyramid.config.comparison import comparison_settings  # noqa: E402
 from embedpyramid.data import FrozenDataset, encoding_inputs, freeze_dataset, load_configured_dataset  # noqa: E402
 from embedpyramid.efficiency import query_latency  # noqa: E402
@@ -81,6 +87,41 @@ from graphbase.warm import WARM_MEMO  # noqa: E402
 from pipelines.runner import run_pipeline  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+RETRIEVAL_ONLY_DROPS = ("systems.yaml", "judge.yaml")
+
+
+def _absolute(mapping: Any, source: Path) -> None:
+    """Make ``mapping["path"]``, when it is a string, absolute against the folder ``source``."""
+    if isinstance(mapping, dict) and isinstance(mapping.get("path"), str):
+        mapping["path"] = str(resolve_path(source, mapping["path"]))
+
+
+def retrieval_only_configs(source: Path, target: Path) -> Path:
+    """The config folder ``source`` restricted to what the bare core computes, written to
+    ``target``: every file as read (its ``extends`` laid over) but ``datasets.yaml`` keeps only
+    the retrieval datasets with data (no L2 task dataset, no ``published`` entry, so no transfer
+    analysis) and neither ``systems.yaml`` nor ``judge.yaml`` is copied (L5 and L6 off). The
+    paths a config reads relative to its folder (a dataset's and its ``mteb_results``' ``path``,
+    a card's local ``source.path``) are made absolute against ``source``."""
+    keep = load_config(source).datasets_with_data()
+    target.mkdir(parents=True)
+    for path in sorted(source.glob("*.yaml")):
+        if path.name in RETRIEVAL_ONLY_DROPS:
+            continue
+        content = read_yaml(path)
+        if path.name == "datasets.yaml":
+            content["datasets"] = {name: content["datasets"][name] for name in keep}
+            for entry in content["datasets"].values():
+                _absolute(entry, source)
+                _absolute(entry.get("mteb_results"), source)
+        if path.name == "models.yaml":
+            for card in content["models"].values():
+                if isinstance(card.get("source"), dict) and "package" not in card["source"]:
+                    _absolute(card["source"], source)
+        (target / path.name).write_text(yaml.safe_dump(content, sort_keys=False))
+    return target
 
 
 class EncodeCounter:
@@ -276,9 +317,9 @@ def main() -> None:
         targets = {"run_cpu_s": WARM_TARGET_CPU_S, "status_cpu_s": WARM_TARGET_CPU_S}
         print(json.dumps({"benchmark": "warm_start", "figures": figures, "targets": targets, "met": met}))
         return
-    config = load_config(args.configs)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
+        config = load_config(retrieval_only_configs(Path(args.configs).resolve(), root / "configs"))
         frozen = {name: freeze_dataset(name, load_configured_dataset(config, name), root / "frozen" / name)
                   for name in config.datasets}
         for model in config.models.values():  # warm-up: imports, weights in the page cache

@@ -179,8 +179,7 @@ def test_encodes_wait_for_a_slot_of_the_encoder_pool_and_dead_holders_free_their
                                                                                   tmp_path):
     toy = {"backend": "entry-point", "entry_point": "toy_encoders:CharacterNgrams", "options": {"dim": 32}}
     folder = write_configs(models={"toy": toy}, datasets=small_chatterbot, protocol=fast_protocol())
-    (tmp_path / "home").mkdir()
-    instance = dg.DagsterInstance.from_config(str(tmp_path / "home"))
+    instance = open_instance(tmp_path / "data")
     storage = instance.event_log_storage
     storage.set_concurrency_slots(ENCODER_POOL, 3)
     ensure_pools(instance)

@@ -18,7 +18,7 @@ from graphbase.freshness import (
     WaitsForOtherPartition,
     config_observations,
 )
-from graphbase.instance import bind
+from graphbase.instance import bind, open_instance
 from graphbase.partitions import MODELS, model_dataset_key
 from pipelines import graph
 from pipelines.automation import nightly_refresh
@@ -32,8 +32,8 @@ def test_identical_data_refrozen_nightly_requests_nothing_and_changed_data_only_
     beir = beir_folder(tmp_path / "beir")
     datasets = {**tiny, "other": {"loader": "beir", "path": str(beir)}}
     folder = write_configs(models={"ngrams": toy()}, datasets=datasets, protocol=quick_protocol())
-    (tmp_path / "home").mkdir()
-    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    data = tmp_path / "data"
+    instance = open_instance(data)
     assert run_pipeline(folder, data, instance=instance).failures == []
     defs = build_definitions(folder, data)
     _, cursor = requested_by_automation(defs, instance)

@@ -13,6 +13,7 @@ from stub_server import StubServer
 
 from embedpyramid.config import load_config
 from graphbase.freshness import AUTOMATION_RETRIES, observe_config
+from graphbase.instance import open_instance
 from graphbase.partitions import model_dataset_key
 from graphbase.pools import API_POOL_PREFIX, ENCODER_POOL, GPU_POOL, K8S_CONFIG_TAG, card_pool, ensure_pools
 from pipelines.graph import build_definitions
@@ -87,8 +88,7 @@ def test_ensure_pools_sets_each_pool_of_the_config_keeps_a_users_limit_and_frees
     folder = write_configs(models={"gpu": GPU_CARD, "api": http_card("http://127.0.0.1:9/v1/embeddings",
                                                                      requests_per_minute=60), "cpu": TOY},
                            datasets=tiny)
-    (tmp_path / "home").mkdir()
-    instance = dg.DagsterInstance.from_config(str(tmp_path / "home"))
+    instance = open_instance(tmp_path / "data")
     storage = instance.event_log_storage
     storage.set_concurrency_slots(GPU_POOL, 4)
     assert ensure_pools(instance, load_config(folder)) == []
@@ -108,8 +108,7 @@ def test_an_api_card_encodes_in_its_own_pool_while_every_cpu_slot_is_taken(write
     the CPU slot still taken (about 10 s)."""
     with StubServer(embeddings_reply) as server:
         folder = write_configs(models={"api": http_card(server.url + "/v1/embeddings")}, datasets=tiny)
-        (tmp_path / "home").mkdir()
-        instance = dg.DagsterInstance.from_config(str(tmp_path / "home"))
+        instance = open_instance(tmp_path / "data")
         session = open_session(folder, tmp_path / "data", instance, log=lambda _: None, verbose=False)
         assert session.execute("refresh_datasets", ["frozen_dataset"], "tiny", {}).success
         storage = instance.event_log_storage
@@ -144,8 +143,7 @@ def test_the_automation_retries_a_failed_partition_a_bounded_number_of_times(wri
     flaky = {"backend": "entry-point", "entry_point": "toy_encoders:FlakyNgrams",
              "options": {"dim": 16, "fail_while": str(outage)}}
     folder = write_configs(models={"flaky": flaky}, datasets=tiny)
-    (tmp_path / "home").mkdir()
-    instance = dg.DagsterInstance.from_config(str(tmp_path / "home"))
+    instance = open_instance(tmp_path / "data")
     session = open_session(folder, tmp_path / "data", instance, log=lambda _: None, verbose=False)
     observe_config(instance, session.config)
     assert session.execute("refresh_datasets", ["frozen_dataset"], "tiny", {}).success

@@ -13,6 +13,7 @@ from embedpyramid.encode import cached_embedding_path
 from embedpyramid.store import ArtifactStore, read_frame, read_json
 from embedpyramid.systems.stored import evaluate_stored_system
 from graphbase.dagster_internals import parent_partitions
+from graphbase.instance import open_instance
 from graphbase.partitions import model_dataset_key
 from pipelines.graph import build_definitions
 from pipelines.runner import open_session, run_pipeline
@@ -41,8 +42,8 @@ def test_systems_with_real_models_join_the_comparisons_and_the_report_and_only_r
         "kind": "bi-encoder", "first_stage": "exact", "top_n": 50, "by": "use-m3"}}
     folder = write_configs(models=two_real_models, datasets=small_chatterbot,
                            protocol=quick_protocol(baseline="minilm-l6"), systems=systems_yaml(**systems))
-    (tmp_path / "home").mkdir()
-    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    data = tmp_path / "data"
+    instance = open_instance(data)
     report = run_pipeline(folder, data, instance=instance)
     assert report.failures == [] and report.summary_built
     config = load_config(folder)
@@ -91,8 +92,8 @@ def test_bm25_runs_once_per_dataset_an_ann_first_stage_reads_l4_and_a_rerank_rea
         "kind": "bi-encoder", "first_stage": "ann:flat", "top_n": 5, "by": "wide"}}
     folder = write_configs(models={"narrow": toy(32), "wide": toy(64)}, datasets=tiny, protocol=quick_protocol(),
                            ann=small_ann(flat={"factory": "Flat"}), systems=systems_yaml(**systems))
-    (tmp_path / "home").mkdir()
-    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    data = tmp_path / "data"
+    instance = open_instance(data)
     report = run_pipeline(folder, data, instance=instance)
     assert report.failures == []
     config = load_config(folder)
@@ -154,8 +155,8 @@ def test_a_rerank_depends_on_the_by_cards_embedding_partitions_and_a_run_of_one_
     systems = {"rerank-by-wide": {"kind": "bi-encoder", "first_stage": "exact", "top_n": 5, "by": "wide"}}
     models = {"narrow": toy(32), "wide": toy(64)}
     folder = write_configs(models=models, datasets=tiny, protocol=quick_protocol(), systems=systems_yaml(**systems))
-    (tmp_path / "home").mkdir()
-    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    data = tmp_path / "data"
+    instance = open_instance(data)
     rerank, narrow_tiny, wide_tiny = (dg.AssetKey("system_rerank_by_wide"), str(model_dataset_key("narrow", "tiny")),
                                       str(model_dataset_key("wide", "tiny")))
 

@@ -3,13 +3,13 @@ real assets over the embedded data with the two real models of the defaults."""
 
 import json
 
-import dagster as dg
 import duckdb
 import yaml
 from graph_helpers import plan_and_automation, quick_protocol
 
 from embedpyramid.config import load_config
 from embedpyramid.reports.tables import escape_markdown
+from graphbase.instance import open_instance
 from graphbase.partitions import (
     model_dataset_key,
     task_datasets_name,
@@ -36,8 +36,8 @@ def write(folder, datasets):
 def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_real_models, tiny, tmp_path):
     folder = write_configs(models=two_real_models, datasets={**tiny, **TASKS},
                            protocol=quick_protocol(baseline="minilm-l6"))
-    (tmp_path / "home").mkdir()
-    instance, data = dg.DagsterInstance.from_config(str(tmp_path / "home")), tmp_path / "data"
+    data = tmp_path / "data"
+    instance = open_instance(data)
     config = load_config(folder)
     minilm, use = config.models["minilm-l6"].key, config.models["use-m3"].key
     # The CLI's runner: retrieval, the task families on their own partitions (each family's freeze
