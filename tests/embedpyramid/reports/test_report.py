@@ -8,26 +8,29 @@ import pytest
 from markdown_it import MarkdownIt
 
 from embedpyramid.config.comparison import ComparisonSettings
-from embedpyramid.reports import (
+from embedpyramid.reports.environment import environment_section
+from embedpyramid.reports.regressions import regressions
+from embedpyramid.reports.report import (
     ComparisonReport,
     Figure,
     ReportSection,
-    comparison_summary,
-    delta_histogram_svg,
-    forest_plot_svg,
-    histogram_svg,
-    html_table,
-    key_table_markdown,
-    markdown_table,
     render_html,
     render_markdown,
     report_figures,
-    slice_summary,
     write_report,
 )
-from embedpyramid.reports.environment import environment_section
-from embedpyramid.reports.regressions import regressions
-from embedpyramid.reports.tables import escape_markdown, first_few, hsd_pairs_summary, leaderboard_tables
+from embedpyramid.reports.svg import delta_histogram_svg, forest_plot_svg, histogram_svg
+from embedpyramid.reports.tables import (
+    comparison_summary,
+    escape_markdown,
+    first_few,
+    hsd_pairs_summary,
+    html_table,
+    key_table_markdown,
+    leaderboard_tables,
+    markdown_table,
+    slice_summary,
+)
 from embedpyramid.reports.verdict import dataset_verdicts
 from embedpyramid.stats.comparisons import compare_models
 from embedpyramid.stats.hsd_tables import tukey_hsd_tables
