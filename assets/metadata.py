@@ -92,10 +92,10 @@ def with_provenance(context: dg.AssetExecutionContext, project: ProjectResource,
                     result: dg.MaterializeResult) -> dg.MaterializeResult:
     """``result`` with what this asset partition was computed from (dataset content hash, card
     key, config facet versions, code version) in its metadata, also written to
-    ``<data>/provenance/<asset>/<dataset>/<card key>.json``."""
+    ``<data>/provenance/<asset>/<dataset>/<card key>.json``. A multi-asset's result names its asset."""
     from graphbase.freshness import provenance_record
 
-    record = provenance_record(context, project.config, project.store)
+    record = provenance_record(context, project.config, project.store, result.asset_key)
     write_json(record, project.store.provenance_path(record["asset"], record["dataset"],
                                                      record["card_key"] or record["dataset"]))
     return dg.MaterializeResult(

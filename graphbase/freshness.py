@@ -95,12 +95,13 @@ def facet_source_asset(facet: Facet) -> dg.SourceAsset:
         )(observe)
 
 
-def provenance_record(context: dg.AssetExecutionContext, config: ProjectConfig, store: ArtifactStore) -> dict[str, Any]:
+def provenance_record(context: dg.AssetExecutionContext, config: ProjectConfig, store: ArtifactStore,
+                      asset: dg.AssetKey | None = None) -> dict[str, Any]:
     """What the asset partition being materialized is computed from: the frozen dataset's content
     hash, the card key, the version of every config facet it reads and its code version (Dagster
     records the same as the materialization's data-version provenance, with the data versions
-    of its inputs)."""
-    asset = context.asset_key
+    of its inputs). ``asset``: which of a multi-asset's assets (the step's only asset if None)."""
+    asset = asset or context.asset_key
     keys = partition_dimensions(context.assets_def, asset, context.partition_key) if context.has_partition_key else {}
     model = keys.get("model")
     dataset = keys.get("dataset") or next(iter(keys.values()), None)

@@ -571,6 +571,27 @@ def test_a_dimension_cut_changes_the_l4_assets_only(write_configs, default_model
     assert cut["dimension"] == 64 and cut["ann_recall"] < 1.0 and cut["bytes_per_vector"] < 0.2 * summary.filter(
         pl.col("spec") == "flat")["bytes_per_vector"][0]
     assert len(list((data / "indexes").glob("cut-*"))) == 2
+    # L4 of a partition is one step per run, whatever the number of specs it computes: the first
+    # run's one step built both specs and the frontier; the second run's, the cut, then (the wave
+    # after it) the frontier.
+    l4_steps = [step.step_key for record in instance.get_run_records() for step in
+                instance.get_run_step_stats(record.dagster_run.run_id) if step.step_key.startswith("l4_serving")]
+    assert l4_steps == ["l4_serving"] * 3
+
+    # A spec that fails fails its step after the specs after it are materialized; the frontier
+    # that depends on it is not, and the next run retries only what did not materialize.
+    broken = small_ann(flat={"factory": "Flat"}, cut={"factory": "Flat", "dimension": 64},
+                       broken={"factory": "IVF4096,Flat"}, later={"factory": "Flat", "dimension": 128})
+    folder = write_configs("c", models=models, datasets=small_chatterbot, ann=broken)
+    third = run_pipeline(folder, data, instance=instance)
+    (failure,) = third.failures
+    assert "spec 'broken' (faiss IVF4096,Flat)" in failure and "4096" in failure
+    assert sorted(third.assets) == [(key, "chatterbot-small", "ann_later")]
+    fixed = small_ann(flat={"factory": "Flat"}, cut={"factory": "Flat", "dimension": 64},
+                      broken={"factory": "IVF{n},Flat"}, later={"factory": "Flat", "dimension": 128})
+    fourth = run_pipeline(write_configs("c", models=models, datasets=small_chatterbot, ann=fixed), data, instance=instance)
+    assert fourth.failures == [] and sorted(fourth.assets) == [
+        (key, "chatterbot-small", "ann_broken"), (key, "chatterbot-small", "serving_frontier")]
 
 
 def test_an_l2_spec_on_a_cosine_card_runs_with_a_warning_naming_both(write_configs, default_models, small_chatterbot,
