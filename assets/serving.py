@@ -56,11 +56,12 @@ def evaluate_spec(part: Partition, spec: "IndexSpec", log: dg.DagsterLogManager)
 
     config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
     key = dg.AssetKey(ann_asset_name(spec.name))
-    if (reason := skipped_cut(part.store, model, dataset, frozen, config.ann.spec(spec.name))) is not None:
+    spec = config.ann.spec(spec.name)  # as the config folder holds it now
+    if (reason := skipped_cut(part.store, model, dataset, frozen, spec)) is not None:
         log.info(reason)
         return dg.MaterializeResult(asset_key=key, metadata={
             "not_applicable": dg.MetadataValue.text(reason), "card_key": dg.MetadataValue.text(model.key)})
-    result = evaluate_serving(config, part.store, model, dataset, frozen, config.ann.spec(spec.name))
+    result = evaluate_serving(config, part.store, model, dataset, frozen, spec)
     summary = result.evaluation.summary
     for finding in result.findings:
         log.warning(finding)
@@ -106,7 +107,7 @@ def serving_assets(specs: "tuple[IndexSpec, ...]") -> list[dg.AssetsDefinition]:
                     can_subset=True, name="l4_serving")
     def l4_serving(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
         part = project.partition(context)
-        failed = []
+        failed: list[Exception] = []
         for key, spec in by_key.items():
             if key not in context.selected_asset_keys:
                 continue
@@ -114,14 +115,14 @@ def serving_assets(specs: "tuple[IndexSpec, ...]") -> list[dg.AssetsDefinition]:
                 result = evaluate_spec(part, spec, context.log)
             except Exception as error:  # the other specs still run; the step fails below, naming it
                 context.log.error(f"spec {spec.name!r}: {type(error).__name__}: {error}")
-                failed.append((spec.name, error))
+                failed.append(error)
                 continue
             yield with_provenance(context, project, result)
         if len(failed) == 1:
-            raise failed[0][1]
+            raise failed[0]
         if failed:
             raise RuntimeError(f"{len(failed)} index specs failed: " + "; ".join(
-                f"{type(error).__name__}: {error}" for _, error in failed))
+                f"{type(error).__name__}: {error}" for error in failed))
         if FRONTIER in context.selected_asset_keys:
             yield with_provenance(context, project, frontier(part))
 

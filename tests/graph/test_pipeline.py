@@ -585,10 +585,9 @@ def test_a_dimension_cut_changes_the_l4_assets_only(write_configs, default_model
     folder = write_configs("c", models=models, datasets=small_chatterbot, ann=broken)
     third = run_pipeline(folder, data, instance=instance)
     (failure,) = third.failures
-    assert "spec 'broken' (faiss IVF4096,Flat)" in failure and "4096" in failure
+    assert "spec 'broken' (faiss IVF4096,Flat)" in failure and "clusters (4096)" in failure
     assert sorted(third.assets) == [(key, "chatterbot-small", "ann_later")]
-    fixed = small_ann(flat={"factory": "Flat"}, cut={"factory": "Flat", "dimension": 64},
-                      broken={"factory": "IVF{n},Flat"}, later={"factory": "Flat", "dimension": 128})
+    fixed = {**broken, "indexes": {**broken["indexes"], "broken": {"factory": "IVF{n},Flat"}}}
     fourth = run_pipeline(write_configs("c", models=models, datasets=small_chatterbot, ann=fixed), data, instance=instance)
     assert fourth.failures == [] and sorted(fourth.assets) == [
         (key, "chatterbot-small", "ann_broken"), (key, "chatterbot-small", "serving_frontier")]
