@@ -1,11 +1,15 @@
 """Pyramid L1: per (model, dataset) the geometry of the raw vectors, the price of normalization
-mistakes and ``pair_sanity``; per (model, pair-task dataset) ``pair_sanity_F`` (sts,
-pair_classification, bitext). Pair sanity is the AUC of known-similar against seeded random
-pairs, from the card's embeddings assets."""
+mistakes and ``pair_sanity``, the three assets of one step (a subsettable multi-asset); per
+(model, pair-task dataset) ``pair_sanity_F`` (sts, pair_classification, bitext). Pair sanity is
+the AUC of known-similar against seeded random pairs, from the card's embeddings assets."""
+
+import inspect
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import dagster as dg
 
-from assets.metadata import partition_check, with_provenance
+from assets.metadata import materialize_selected, partition_check, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
@@ -14,32 +18,26 @@ from graphbase.facets import CONVENTIONS, MEASURES, RESAMPLING, SEARCH, facet_de
 from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import PAIR_FAMILIES, model_dataset_partitions, task_partitions
 from resources import ProjectResource
+from resources.project import Partition
 
 # The expansion -(|q|^2 - 2 q.d + |d|^2) in float32 against literal float64 distances.
 EUCLIDEAN_TOLERANCE = 1e-4
+NORM_GEOMETRY, NORMALIZATION_PRICE, PAIR_SANITY = (
+    dg.AssetKey("norm_geometry"), dg.AssetKey("normalization_price"), dg.AssetKey("pair_sanity"))
 
 
-@dg.asset(
-    partitions_def=model_dataset_partitions,
-    deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset", *facet_deps(RESAMPLING)],
-    group_name="l1_geometry",
-    code_version=function_version(__file__, "norm_geometry"),
-    kinds={"parquet"},
-    automation_condition=EVALUATE_WHEN_STALE,
-)
-def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+def norm_geometry(part: Partition, log: dg.DagsterLogManager) -> dg.MaterializeResult:
     """Raw norm statistics, norm vs length correlations, length quintiles, anisotropy, spread vs margin."""
     from embedpyramid.geometry.level import analyse_geometry, norm_histogram, read_raw_vectors, write_geometry
     from embedpyramid.geometry.norms import vector_norms
     from embedpyramid.geometry.paths import l1_dir
 
-    part = project.partition(context)
     raw = read_raw_vectors(part.store, part.model, part.frozen)
     report = analyse_geometry(raw, seed=part.config.protocol.comparison.seed)
     path = write_geometry(report, raw, l1_dir(part.store, part.dataset, part.model.key))
     summary = report.as_dict()
     histogram = norm_histogram(vector_norms(raw.documents), vector_norms(raw.queries), f"Raw norms of {part.model.key}")
-    return with_provenance(context, project, dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(asset_key=NORM_GEOMETRY, metadata={
         "modules": dg.MetadataValue.json(raw.backend.get("modules")),
         "normalize_layer_stripped": dg.MetadataValue.bool(bool(raw.backend.get("stripped"))),
         "document_norms": dg.MetadataValue.json(summary["doc_norms"]),
@@ -51,33 +49,22 @@ def norm_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -
         "quintiles": dg.MetadataValue.md(markdown_table(report.quintiles)),
         "norm_histogram": dg.MetadataValue.md(svg_markdown(histogram, "raw norm histogram")),
         "path": dg.MetadataValue.path(str(path)),
-    }))
+    })
 
 
-@dg.asset(
-    partitions_def=model_dataset_partitions,
-    deps=["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset",
-          *facet_deps(SEARCH, MEASURES, CONVENTIONS, RESAMPLING)],
-    group_name="l1_geometry",
-    code_version=function_version(__file__, "normalization_price"),
-    kinds={"parquet"},
-    automation_condition=EVALUATE_WHEN_STALE,
-    check_specs=[partition_check("euclidean_expansion_exact", "normalization_price", model_dataset_partitions,
-                                 f"Expansion scores within {EUCLIDEAN_TOLERANCE} of literal distances")],
-)
-def normalization_price(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+def normalization_price(part: Partition, log: dg.DagsterLogManager) -> dg.MaterializeResult:
     """normalize at encode × {dot, cosine, euclidean} and raw × the same, deduplicated to five:
     retrieval metrics, delta vs normalized + dot with a paired bootstrap CI, top-10 overlap, top-1
     changes, retrieved length and norm, pick ratio per length quintile."""
     from embedpyramid.geometry.level import price_normalization, price_table, read_raw_vectors, write_price
     from embedpyramid.geometry.paths import l1_dir
 
-    part = project.partition(context)
     config, model, dataset, frozen = part.config, part.model, part.dataset, part.frozen
     price = price_normalization(config, dataset, read_raw_vectors(part.store, model, frozen), frozen)
     path = write_price(price, l1_dir(part.store, dataset, model.key))
     worst = max(price.euclidean_check.values(), default=0.0)
-    return with_provenance(context, project, dg.MaterializeResult(
+    return dg.MaterializeResult(
+        asset_key=NORMALIZATION_PRICE,
         metadata={
             "price_table": dg.MetadataValue.md(markdown_table(price_table(price.price))),
             "behaviour": dg.MetadataValue.md(markdown_table(price.behaviour)),
@@ -86,14 +73,14 @@ def normalization_price(context: dg.AssetExecutionContext, project: ProjectResou
             "path": dg.MetadataValue.path(str(path)),
         },
         check_results=[dg.AssetCheckResult(
-            check_name="euclidean_expansion_exact", passed=worst <= EUCLIDEAN_TOLERANCE,
+            asset_key=NORMALIZATION_PRICE, check_name="euclidean_expansion_exact", passed=worst <= EUCLIDEAN_TOLERANCE,
             metadata={"max_abs_error": dg.MetadataValue.float(worst)})],
-    ))
+    )
 
 
-def _sanity_metadata(context: dg.AssetExecutionContext, sanity, where: str) -> dict[str, dg.MetadataValue]:
+def _sanity_metadata(log: dg.DagsterLogManager, sanity, where: str) -> dict[str, dg.MetadataValue]:
     if sanity.warning:
-        context.log.warning(f"{where}: {sanity.warning}")
+        log.warning(f"{where}: {sanity.warning}")
     return {
         "auc": dg.MetadataValue.float(sanity.auc),
         "n_similar": dg.MetadataValue.int(sanity.n_similar),
@@ -105,15 +92,7 @@ def _sanity_metadata(context: dg.AssetExecutionContext, sanity, where: str) -> d
     }
 
 
-@dg.asset(
-    partitions_def=model_dataset_partitions,
-    deps=["query_embeddings", "document_embeddings", "frozen_dataset", *facet_deps(CONVENTIONS, RESAMPLING)],
-    group_name="l1_geometry",
-    code_version=function_version(__file__, "pair_sanity"),
-    kinds={"parquet"},
-    automation_condition=EVALUATE_WHEN_STALE,
-)
-def pair_sanity(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+def pair_sanity(part: Partition, log: dg.DagsterLogManager) -> dg.MaterializeResult:
     """AUC of each query and its relevant documents against as many seeded random (query,
     document) pairs; a warning when it is near 0.5."""
     from embedpyramid.encode import cached_embedding_path, read_embeddings
@@ -121,7 +100,6 @@ def pair_sanity(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
     from embedpyramid.store import read_frame
 
-    part = project.partition(context)
     config, store, model, frozen = part.config, part.store, part.model, part.frozen
     query_ids, queries = read_embeddings(cached_embedding_path(store, model, frozen, "query"))
     doc_ids, documents = read_embeddings(cached_embedding_path(store, model, frozen, "document"))
@@ -130,9 +108,38 @@ def pair_sanity(context: dg.AssetExecutionContext, project: ProjectResource) -> 
         PairSanitySettings(seed=config.protocol.comparison.seed),
         relevance_threshold=config.protocol.conventions(config.dataset(part.dataset)).relevance_threshold)
     path = write_json(sanity.as_dict(), l1_dir(store, part.dataset, model.key) / PAIR_SANITY_FILE)
-    return with_provenance(context, project, dg.MaterializeResult(metadata={**_sanity_metadata(context, sanity, f"{model.key} on {part.dataset}"),
-                                          "card_key": dg.MetadataValue.text(model.key),
-                                          "path": dg.MetadataValue.path(str(path))}))
+    return dg.MaterializeResult(asset_key=PAIR_SANITY, metadata={
+        **_sanity_metadata(log, sanity, f"{model.key} on {part.dataset}"),
+        "card_key": dg.MetadataValue.text(model.key), "path": dg.MetadataValue.path(str(path))})
+
+
+Compute = Callable[[Partition, dg.DagsterLogManager], dg.MaterializeResult]
+L1: dict[dg.AssetKey, tuple[Compute, list[str]]] = {
+    NORM_GEOMETRY: (norm_geometry, ["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset",
+                                    *facet_deps(RESAMPLING)]),
+    NORMALIZATION_PRICE: (normalization_price, ["raw_query_embeddings", "raw_document_embeddings", "frozen_dataset",
+                                                *facet_deps(SEARCH, MEASURES, CONVENTIONS, RESAMPLING)]),
+    PAIR_SANITY: (pair_sanity, ["query_embeddings", "document_embeddings", "frozen_dataset",
+                                *facet_deps(CONVENTIONS, RESAMPLING)]),
+}
+"""The L1 assets of a (model, dataset) partition: how each is computed, and what it reads."""
+
+
+@dg.multi_asset(
+    specs=[dg.AssetSpec(key, deps=deps, group_name="l1_geometry", kinds={"parquet"},
+                        code_version=function_version(__file__, compute.__name__),
+                        automation_condition=EVALUATE_WHEN_STALE, description=inspect.getdoc(compute))
+           for key, (compute, deps) in L1.items()],
+    check_specs=[partition_check("euclidean_expansion_exact", "normalization_price", model_dataset_partitions,
+                                 f"Expansion scores within {EUCLIDEAN_TOLERANCE} of literal distances")],
+    partitions_def=model_dataset_partitions, can_subset=True, name="l1_geometry",
+)
+def l1_geometry(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
+    """The selected L1 assets of the partition, in one step: three steps of their own bought
+    nothing but Dagster's fixed cost per step."""
+    part = project.partition(context)
+    yield from materialize_selected(context, project, {
+        key: partial(compute, part, context.log) for key, (compute, _) in L1.items()})
 
 
 def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
@@ -159,11 +166,11 @@ def _pair_sanity_asset(family: str) -> dg.AssetsDefinition:
         sanity = task_pair_sanity(family, read_frame(part.frozen.path("pairs")), vectors,
                                   PairSanitySettings(seed=part.config.protocol.comparison.seed))
         path = write_json(sanity.as_dict(), l1_dir(part.store, part.dataset, model.key) / PAIR_SANITY_FILE)
-        return with_provenance(context, project, dg.MaterializeResult(metadata={**_sanity_metadata(context, sanity, f"{model.key} on {part.dataset}"),
+        return with_provenance(context, project, dg.MaterializeResult(metadata={**_sanity_metadata(context.log, sanity, f"{model.key} on {part.dataset}"),
                                               "card_key": dg.MetadataValue.text(model.key),
                                               "path": dg.MetadataValue.path(str(path))}))
 
     return sanity_asset
 
 
-pair_sanity_assets = [pair_sanity, *(_pair_sanity_asset(family) for family in PAIR_FAMILIES)]
+pair_sanity_assets = [_pair_sanity_asset(family) for family in PAIR_FAMILIES]

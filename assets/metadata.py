@@ -4,6 +4,7 @@ headline numbers the Plots tab charts across materializations."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import dagster as dg
@@ -102,3 +103,28 @@ def with_provenance(context: dg.AssetExecutionContext, project: ProjectResource,
         asset_key=result.asset_key, metadata={**(result.metadata or {}), "provenance": dg.MetadataValue.json(record)},
         check_results=result.check_results, data_version=result.data_version, tags=result.tags,
     )
+
+
+def materialize_selected(context: dg.AssetExecutionContext, project: ProjectResource,
+                         computations: Mapping[dg.AssetKey, Callable[[], dg.MaterializeResult]],
+                         ) -> Iterator[dg.MaterializeResult]:
+    """The selected assets of a multi-asset step, computed one after another, each yielded with
+    its provenance as soon as it is done. One that raises is logged and the others still run;
+    then the step fails: with that error when one failed (its message unchanged), else with one
+    error naming them all."""
+    failed: list[Exception] = []
+    for key, compute in computations.items():
+        if key not in context.selected_asset_keys:
+            continue
+        try:
+            result = compute()
+        except Exception as error:  # the others still run; the step fails below, naming it
+            context.log.error(f"{key.to_user_string()}: {type(error).__name__}: {error}")
+            failed.append(error)
+            continue
+        yield with_provenance(context, project, result)
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        raise RuntimeError(f"{len(failed)} assets failed: " + "; ".join(
+            f"{type(error).__name__}: {error}" for error in failed))

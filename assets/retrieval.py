@@ -1,10 +1,13 @@
-"""Pyramid L2 retrieval: exact top-k and per-query retrieval metrics per (model, dataset)."""
+"""Pyramid L2 retrieval: exact top-k and per-query retrieval metrics per (model, dataset), the
+two assets of one step (a subsettable multi-asset)."""
 
+import inspect
+from collections.abc import Iterator
 from functools import partial
 
 import dagster as dg
 
-from assets.metadata import headline_metrics, table_metadata, with_provenance
+from assets.metadata import headline_metrics, materialize_selected, table_metadata
 from assets.transfer import reproduction_check_result, reproduction_check_spec
 from embedpyramid.code_version import function_version
 from embedpyramid.encode import cached_embedding_path
@@ -16,26 +19,19 @@ from graphbase.facets import CONVENTIONS, MEASURES, REFERENCES, SEARCH, facet_de
 from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import model_dataset_partitions
 from resources import ProjectResource
+from resources.project import Partition
 
 EXACT = "exact"
+EXACT_TOPK, RETRIEVAL_METRICS = dg.AssetKey("exact_topk"), dg.AssetKey("retrieval_metrics")
 
 
-@dg.asset(
-    partitions_def=model_dataset_partitions,
-    deps=["query_embeddings", "document_embeddings", *facet_deps(SEARCH)],
-    group_name="l2_retrieval",
-    code_version=function_version(__file__, "exact_topk"),
-    kinds={"torch", "parquet"},
-    automation_condition=EVALUATE_WHEN_STALE,
-)
-def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+def exact_topk(part: Partition) -> dg.MaterializeResult:
     """Exact top-depth in the card's similarity, streaming the documents block by block; a
     long-format run plus a TREC run file."""
     from embedpyramid.retrieval.level import search_embeddings
     from embedpyramid.retrieval.search import search_metric
     from embedpyramid.retrieval.trec import write_trec_run
 
-    part = project.partition(context)
     config, store, model, frozen = part.config, part.store, part.model, part.frozen
     result = search_embeddings(
         cached_embedding_path(store, model, frozen, "query"), cached_embedding_path(store, model, frozen, "document"),
@@ -46,7 +42,8 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     run_dir = store.run_dir(part.dataset, model.key)
     write_parquet(result.table(), run_dir / f"{EXACT}.parquet")
     write_trec_run(result.run, run_dir / f"{EXACT}.trec", tag=f"{model.key}.{EXACT}")
-    return with_provenance(context, project, dg.MaterializeResult(
+    return dg.MaterializeResult(
+        asset_key=EXACT_TOPK,
         metadata={
             "rows": dg.MetadataValue.int(result.run.num_rows),
             "queries": dg.MetadataValue.int(result.n_queries),
@@ -60,19 +57,10 @@ def exact_topk(context: dg.AssetExecutionContext, project: ProjectResource) -> d
             "trec_run": dg.MetadataValue.path(str(run_dir / f"{EXACT}.trec")),
         },
         data_version=dg.DataVersion(sha256_table(result.run)),
-    ))
+    )
 
 
-@dg.asset(
-    partitions_def=model_dataset_partitions,
-    deps=["exact_topk", "frozen_dataset", *facet_deps(MEASURES, CONVENTIONS, REFERENCES)],
-    group_name="l2_retrieval",
-    code_version=function_version(__file__, "retrieval_metrics"),
-    kinds={"parquet"},
-    automation_condition=EVALUATE_WHEN_STALE,
-    check_specs=[reproduction_check_spec],
-)
-def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+def retrieval_metrics(part: Partition) -> dg.MaterializeResult:
     """Per-query Recall, Hit, MRR, MAP, nDCG, P at every k and R-precision, conventions recorded.
 
     The headline numbers (the report metric and the measures at its cutoff) are numeric metadata,
@@ -81,7 +69,6 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
     from embedpyramid.retrieval.level import score_run, write_scored_run
     from embedpyramid.transfer.level import partition_reproduction
 
-    part = project.partition(context)
     config, store, model, dataset = part.config, part.store, part.model, part.dataset
     scored = score_run(
         store.run_dir(dataset, model.key) / f"{EXACT}.parquet", part.frozen, config.protocol.measures(),
@@ -90,7 +77,8 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
     path = write_scored_run(scored, store.metrics_path(dataset, model.key, EXACT))
     manifest = scored.manifest()
     means = sort_metrics(scored.means())
-    return with_provenance(context, project, dg.MaterializeResult(
+    return dg.MaterializeResult(
+        asset_key=RETRIEVAL_METRICS,
         metadata={
             **headline_metrics(means, config.protocol.comparison.report_metric),
             "evaluated_queries": dg.MetadataValue.int(manifest["evaluated_queries"]),
@@ -105,4 +93,27 @@ def retrieval_metrics(context: dg.AssetExecutionContext, project: ProjectResourc
         check_results=[reproduction_check_result(partition_reproduction(
             config, dataset, model, scored.per_query, conventions=manifest["conventions"], frozen=part.frozen,
             system=EXACT))],
-    ))
+    )
+
+
+L2 = {
+    EXACT_TOPK: (exact_topk, ["query_embeddings", "document_embeddings", *facet_deps(SEARCH)], {"torch", "parquet"}),
+    RETRIEVAL_METRICS: (retrieval_metrics, ["exact_topk", "frozen_dataset", *facet_deps(MEASURES, CONVENTIONS, REFERENCES)],
+                        {"parquet"}),
+}
+"""The L2 retrieval assets of a (model, dataset) partition: how each is computed, what it reads, its kinds."""
+
+
+@dg.multi_asset(
+    specs=[dg.AssetSpec(key, deps=deps, group_name="l2_retrieval", kinds=kinds,
+                        code_version=function_version(__file__, compute.__name__),
+                        automation_condition=EVALUATE_WHEN_STALE, description=inspect.getdoc(compute))
+           for key, (compute, deps, kinds) in L2.items()],
+    check_specs=[reproduction_check_spec],
+    partitions_def=model_dataset_partitions, can_subset=True, name="l2_retrieval",
+)
+def l2_retrieval(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
+    """The selected L2 retrieval assets of the partition in one step (the search, then its metrics)."""
+    part = project.partition(context)
+    yield from materialize_selected(context, project, {
+        key: partial(compute, part) for key, (compute, _, _) in L2.items()})

@@ -2,11 +2,12 @@
 computed by one step (a subsettable multi-asset)."""
 
 from collections.abc import Iterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from assets.metadata import with_provenance
+from assets.metadata import materialize_selected, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.reports.svg import svg_markdown
 from embedpyramid.reports.tables import markdown_table
@@ -107,23 +108,9 @@ def serving_assets(specs: "tuple[IndexSpec, ...]") -> list[dg.AssetsDefinition]:
                     can_subset=True, name="l4_serving")
     def l4_serving(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
         part = project.partition(context)
-        failed: list[Exception] = []
-        for key, spec in by_key.items():
-            if key not in context.selected_asset_keys:
-                continue
-            try:
-                result = evaluate_spec(part, spec, context.log)
-            except Exception as error:  # the other specs still run; the step fails below, naming it
-                context.log.error(f"spec {spec.name!r}: {type(error).__name__}: {error}")
-                failed.append(error)
-                continue
-            yield with_provenance(context, project, result)
-        if len(failed) == 1:
-            raise failed[0]
-        if failed:
-            raise RuntimeError(f"{len(failed)} index specs failed: " + "; ".join(
-                f"{type(error).__name__}: {error}" for error in failed))
-        if FRONTIER in context.selected_asset_keys:
+        yield from materialize_selected(context, project, {
+            key: partial(evaluate_spec, part, spec, context.log) for key, spec in by_key.items()})
+        if FRONTIER in context.selected_asset_keys:  # reached only when no spec failed
             yield with_provenance(context, project, frontier(part))
 
     return [l4_serving]

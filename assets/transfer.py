@@ -31,7 +31,7 @@ def reproduction_check_result(checks: list) -> dg.AssetCheckResult:
     passed, summary = check_summary(checks)
     frame = reproduction_frame(checks)
     return dg.AssetCheckResult(
-        check_name=REPRODUCTION_CHECK, passed=passed, severity=dg.AssetCheckSeverity.WARN,
+        asset_key=dg.AssetKey("retrieval_metrics"), check_name=REPRODUCTION_CHECK, passed=passed, severity=dg.AssetCheckSeverity.WARN,
         description=summary,
         metadata={
             "summary": dg.MetadataValue.text(summary),

@@ -13,8 +13,8 @@ from assets.data import frozen_dataset
 from assets.downstream import DOWNSTREAM_ASSETS, SUMMARY_DEPS
 from assets.efficiency import efficiency_asset
 from assets.embeddings import embedding_assets
-from assets.geometry import norm_geometry, normalization_price, pair_sanity_assets
-from assets.retrieval import exact_topk, retrieval_metrics
+from assets.geometry import l1_geometry, pair_sanity_assets
+from assets.retrieval import l2_retrieval
 from assets.serving import serving_assets
 from assets.summary import comparisons, report_asset, results_db
 from assets.systems import systems_assets
@@ -40,7 +40,7 @@ from pipelines.automation import (
 from resources import EncoderRegistry, ProjectResource, ShardWorkspace
 
 ASSETS = [
-    frozen_dataset, exact_topk, retrieval_metrics, norm_geometry, normalization_price, *pair_sanity_assets,
+    frozen_dataset, l2_retrieval, l1_geometry, *pair_sanity_assets,
     comparisons, results_db,
     benchmark_transfer,
     *TASK_ASSETS,

@@ -7,7 +7,7 @@ import json
 import dagster as dg
 from graph_helpers import beir_folder, plan_and_automation, quick_protocol, requested_by_automation, toy
 
-from assets.retrieval import exact_topk
+from assets.retrieval import EXACT_TOPK, l2_retrieval
 from embedpyramid.config import load_config
 from graphbase.dagster_internals import DATA_VERSION_TAG
 from graphbase.facets import MODEL_CARD
@@ -69,8 +69,9 @@ def test_a_new_code_version_makes_exactly_that_asset_stale_everywhere(write_conf
                            protocol=quick_protocol())
     instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
     assert run_pipeline(folder, data, instance=instance).failures == []
-    bumped = exact_topk.map_asset_specs(lambda spec: spec.replace_attributes(code_version="2"))
-    monkeypatch.setattr(graph, "ASSETS", [bumped if asset is exact_topk else asset for asset in graph.ASSETS])
+    bumped = l2_retrieval.map_asset_specs(
+        lambda spec: spec.replace_attributes(code_version="2") if spec.key == EXACT_TOPK else spec)
+    monkeypatch.setattr(graph, "ASSETS", [bumped if asset is l2_retrieval else asset for asset in graph.ASSETS])
     planned, requested, _ = plan_and_automation(folder, data, instance)
     partitions = {str(model_dataset_key(name, "tiny")) for name in ("ngrams", "ngrams-24")}
     assert requested == planned == {("exact_topk", partition) for partition in partitions}

@@ -346,6 +346,13 @@ def small_run(write_configs, small_chatterbot, models, instance, data, folder, c
     return report
 
 
+def l1_steps(instance: dg.DagsterInstance, limit: int | None = None) -> list[str]:
+    """The L1 step keys of the latest ``limit`` evaluate runs (of all of them by default)."""
+    records = instance.get_run_records(dg.RunsFilter(job_name="evaluate"), limit=limit)
+    return [step.step_key for record in records for step in instance.get_run_step_stats(record.dagster_run.run_id)
+            if step.step_key in ("l1_geometry", "norm_geometry", "normalization_price", "pair_sanity")]
+
+
 def test_only_what_a_change_touches_is_recomputed(write_configs, default_models, small_chatterbot, tmp_path):
     """Each edit of the config recomputes what depends on it, nothing else — as the CLI runs it
     and as the automation requests it (checked against each other at every step)."""
@@ -355,6 +362,8 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     first = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1")
     use_key = load_config(tmp_path / "c1").models["use-m3"].key
     assert first.failures == [] and len(first.materialized) == 2 and len(first.encoded) == 4
+    # L1 of a partition is one step that computes its three assets.
+    assert l1_steps(instance) == ["l1_geometry"] * 2
 
     again = small_run(write_configs, small_chatterbot, default_models, instance, data, "c1", changes=[])
     assert (again.materialized, again.encoded, again.frozen, len(again.skipped)) == ([], [], [], 2)
@@ -414,6 +423,8 @@ def test_only_what_a_change_touches_is_recomputed(write_configs, default_models,
     # retrieval run, the embeddings and the geometry stay.
     assert sorted(deeper.assets) == sorted((key, "chatterbot-small", asset) for key in keys
                                            for asset in ("retrieval_metrics", "normalization_price"))
+    # Each partition's L1 step computed only the asset asked of it: the price (above), in one step.
+    assert l1_steps(instance, limit=len(keys)) == ["l1_geometry"] * len(keys)
 
     # Forcing a re-materialization of a cached partition still encodes nothing.
     forced = dg.materialize(
