@@ -29,6 +29,7 @@ from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
 from dagster._serdes import ConfigurableClassData
 from dagster._time import get_current_datetime
+from dagster._utils.caching_instance_queryer import CachingInstanceQueryer
 from dagster_shared.check import CheckError
 from dagster_shared.record import record
 from sqlalchemy.pool import NullPool
@@ -56,17 +57,77 @@ def graph_view(instance: dg.DagsterInstance, asset_graph: Any) -> AssetGraphView
     )
 
 
+class _AssetWideQueryer(CachingInstanceQueryer):
+    """Dagster's caching queryer, except that the latest materialization of one partition of a
+    materialized asset is read together with every other partition's of that asset: two
+    queries per asset (the partitions' latest storage ids, which Dagster's queryer reads and
+    caches anyway, then those records) instead of one per partition. The record is the same:
+    the latest materialization of the partition. Observable assets, the unpartitioned and a
+    record before a cursor are read as Dagster reads them."""
+
+    CHUNK = 500
+    """Storage ids per query (SQLite's default limit on bound parameters is 999)."""
+
+    def __init__(self, view: AssetGraphView):
+        super().__init__(instance=view.instance, asset_graph=view.asset_graph, loading_context=view,
+                         evaluation_time=view.effective_dt)
+        self._by_partition: dict[dg.AssetKey, dict[str, Any]] = {}
+
+    def _get_latest_materialization_or_observation_record(self, *, asset_partition: AssetKeyPartitionKey,
+                                                          before_cursor: int | None = None) -> Any:
+        key, partition = asset_partition.asset_key, asset_partition.partition_key
+        if (before_cursor is not None or partition is None or not self.asset_graph.has(key)
+                or self.asset_graph.get(key).is_observable):
+            return super()._get_latest_materialization_or_observation_record(
+                asset_partition=asset_partition, before_cursor=before_cursor)
+        if key not in self._by_partition:
+            self._by_partition[key] = self._latest_records(key)
+        return self._by_partition[key].get(partition)
+
+    def _latest_records(self, key: dg.AssetKey) -> dict[str, Any]:
+        latest = self._get_latest_materialization_or_observation_storage_ids_by_asset_partition(asset_key=key)
+        ids = sorted(storage_id for partition, storage_id in latest.items()
+                     if partition.partition_key is not None and storage_id is not None)
+        records: dict[str, Any] = {}
+        for start in range(0, len(ids), self.CHUNK):
+            chunk = ids[start:start + self.CHUNK]
+            for found in self.instance.fetch_materializations(
+                    dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk)).records:
+                records[found.partition_key] = found
+        return records
+
+
+class _Resolver(CachingStaleStatusResolver):
+    """Dagster's stale status resolver, except that whether a partitioned input changed since a
+    materialization read it is first answered from the input partition's latest materialization
+    (read per asset, above): none after the cursor the materialization recorded means no change,
+    without a query per (partition, input); when there is one, Dagster's own comparison of the
+    data versions before and after decides."""
+
+    def _is_dep_updated(self, provenance: Any, dep_key: AssetKeyPartitionKey) -> bool:
+        cursor = provenance.input_storage_ids.get(dep_key.asset_key)
+        if dep_key.partition_key is not None and cursor is not None and not self.asset_graph.get(dep_key.asset_key).is_external:
+            latest = self.instance_queryer.get_latest_materialization_or_observation_record(dep_key)
+            if latest is None or latest.storage_id <= cursor:
+                return False
+        return super()._is_dep_updated(provenance, dep_key)
+
+
 class DagsterStaleness:
     """Dagster's own, direct stale status of asset partitions (the UI's "Unsynced"): an asset
     partition is stale when its code version or the data version of one of its direct
     dependencies changed since it was materialized. One resolver caches what it reads, and it
-    reads through the view's caching queryer: without it, Dagster's resolver asks the event log
-    for the dynamic partitions (the cards) again at each partition it resolves."""
+    reads through one caching queryer: without it, Dagster's resolver asks the event log for the
+    dynamic partitions (the cards) again at each partition it resolves. The queryer reads the
+    graph's asset records in one query and a partition's latest materialization with every other
+    partition's of its asset (:class:`_AssetWideQueryer`): the stale status of a whole graph
+    asks the event log per asset, not per partition."""
 
     def __init__(self, view: AssetGraphView):
         self.view = view
-        self._resolver = CachingStaleStatusResolver(view.instance, view.asset_graph, view,
-                                                    instance_queryer=view.get_inner_queryer_for_back_compat())
+        queryer = _AssetWideQueryer(view)
+        queryer.prefetch_asset_records(view.asset_graph.get_all_asset_keys())
+        self._resolver = _Resolver(view.instance, view.asset_graph, view, instance_queryer=queryer)
 
     def status(self, asset: dg.AssetKey, partition: str | None) -> DirectStatus:
         status = self._resolver.get_status(asset, partition)

@@ -390,6 +390,10 @@ class Freshness:
         summary's materialization)."""
         if cursor is None:
             return False
+        if partition is not None:  # nothing after the cursor: answered by the asset's one query
+            latest = self._latest_storage_ids(asset, dg.DagsterEventType.ASSET_MATERIALIZATION).get(partition)
+            if latest is None or latest <= cursor:
+                return False
         after = self.instance.get_latest_data_version_record(asset, False, partition, after_cursor=cursor)
         if after is None:
             return False

@@ -126,10 +126,18 @@ class Session:
     instance: dg.DagsterInstance
     log: Callable[[str], None]
     verbose: bool = False
+    _freshness: tuple[int | None, Freshness] | None = field(default=None, init=False, repr=False)
 
     def freshness(self) -> Freshness:
-        """The states of the graph's partitions as the instance holds them now."""
-        return Freshness(self.instance, self.defs.resolve_asset_graph())
+        """The states of the graph's partitions as the instance holds them now: the same object,
+        with every state it has read, until anything new is recorded in the event log (a run, a
+        failure, a config version: by this process or another), then a new one. Dagster's stale
+        answer for a partition costs a dozen event-log queries; the waves of a run ask it again
+        for the same partitions between two runs."""
+        mark = self.instance.event_log_storage.get_maximum_record_id()
+        if self._freshness is None or self._freshness[0] != mark:
+            self._freshness = (mark, Freshness(self.instance, self.defs.resolve_asset_graph()))
+        return self._freshness[1]
 
     def states(self, assets: Sequence[str], partition: str | None,
                freshness: Freshness | None = None) -> list[AssetState]:

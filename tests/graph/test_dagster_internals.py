@@ -91,6 +91,46 @@ def test_direct_stale_status_causes_and_partition_mappings():
     assert partition_dimensions(graph, frozen.key, "y") == {"partition": "y"}
 
 
+def test_the_asset_wide_reads_give_dagsters_own_answers_with_fewer_queries(monkeypatch):
+    # DagsterStaleness reads a partition's latest materialization with its asset's others and
+    # answers "no input changed" from it; on every partition it must say what Dagster's own
+    # resolver says: a changed input version (x), an input materialized again with the same
+    # version (y: not stale), a summary over both, and a partition never materialized.
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver
+
+    instance = dg.DagsterInstance.ephemeral()
+    graph = DEFS.resolve_asset_graph()
+    pairs = [str(dg.MultiPartitionKey({"model": "m", "dataset": d})) for d in ("x", "y")]
+    for dataset in ("x", "y"):
+        materialize(instance, frozen, dataset)
+    materialize(instance, metrics, pairs[0])
+    materialize(instance, summary)
+    VERSIONS["x"] = "2"
+    try:
+        materialize(instance, frozen, "x")
+    finally:
+        VERSIONS["x"] = "1"
+    materialize(instance, frozen, "y")
+    materialize(instance, metrics, pairs[1])
+    materialize(instance, frozen, "y")  # same version again: a newer record, no new data version
+
+    queries = []
+    fetch = dg.DagsterInstance.fetch_materializations
+    monkeypatch.setattr(dg.DagsterInstance, "fetch_materializations",
+                        lambda self, *args, **kwargs: queries.append(args) or fetch(self, *args, **kwargs))
+    asked = [(frozen.key, d) for d in ("x", "y")] + [(metrics.key, p) for p in pairs] + [(summary.key, None)]
+    ours = DagsterStaleness(graph_view(instance, graph))
+    found = [(ours.status(key, partition), ours.root_causes(key, partition)) for key, partition in asked]
+    ours_queries, queries[:] = len(queries), []
+    dagster = CachingStaleStatusResolver(instance, graph, graph_view(instance, graph))
+    expected = [({"stale": "stale", "missing": "missing"}.get(dagster.get_status(key, partition).value.lower(), "fresh"),
+                 [StaleCause(c.asset_key, c.partition_key, c.reason) for c in dagster.get_stale_root_causes(key, partition)])
+                for key, partition in asked]
+    assert found == expected
+    assert [status for status, _ in found] == ["fresh", "fresh", "stale", "fresh", "stale"]
+    assert ours_queries < len(queries), (ours_queries, len(queries))
+
+
 def test_checks_are_selected_by_name_and_an_in_process_step_gets_the_built_graph():
     graph = DEFS.resolve_asset_graph()
     assert checks_named("shape").resolve_checks(graph) == {dg.AssetCheckKey(metrics.key, "shape")}
