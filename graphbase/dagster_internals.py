@@ -58,12 +58,11 @@ def graph_view(instance: dg.DagsterInstance, asset_graph: Any) -> AssetGraphView
 
 
 class _AssetWideQueryer(CachingInstanceQueryer):
-    """Dagster's caching queryer, except that the latest materialization of one partition of a
-    materialized asset is read together with every other partition's of that asset: two
-    queries per asset (the partitions' latest storage ids, which Dagster's queryer reads and
-    caches anyway, then those records) instead of one per partition. The record is the same:
-    the latest materialization of the partition. Observable assets, the unpartitioned and a
-    record before a cursor are read as Dagster reads them."""
+    """Dagster's caching queryer, except that the latest record of one partition of an asset is
+    read together with every other partition's of that asset: two queries per asset and event
+    type (the partitions' latest storage ids, then those records) instead of one per partition.
+    The record is the one Dagster's queryer returns (:meth:`_latest_records`); an unpartitioned
+    asset and a record before a cursor are read as Dagster reads them."""
 
     CHUNK = 500
     """Storage ids per query (SQLite's default limit on bound parameters is 999)."""
@@ -76,8 +75,7 @@ class _AssetWideQueryer(CachingInstanceQueryer):
     def _get_latest_materialization_or_observation_record(self, *, asset_partition: AssetKeyPartitionKey,
                                                           before_cursor: int | None = None) -> Any:
         key, partition = asset_partition.asset_key, asset_partition.partition_key
-        if (before_cursor is not None or partition is None or not self.asset_graph.has(key)
-                or self.asset_graph.get(key).is_observable):
+        if before_cursor is not None or partition is None or not self.asset_graph.has(key):
             return super()._get_latest_materialization_or_observation_record(
                 asset_partition=asset_partition, before_cursor=before_cursor)
         if key not in self._by_partition:
@@ -85,30 +83,50 @@ class _AssetWideQueryer(CachingInstanceQueryer):
         return self._by_partition[key].get(partition)
 
     def _latest_records(self, key: dg.AssetKey) -> dict[str, Any]:
-        latest = self._get_latest_materialization_or_observation_storage_ids_by_asset_partition(asset_key=key)
-        ids = sorted(storage_id for partition, storage_id in latest.items()
-                     if partition.partition_key is not None and storage_id is not None)
-        records: dict[str, Any] = {}
-        for start in range(0, len(ids), self.CHUNK):
-            chunk = ids[start:start + self.CHUNK]
-            for found in self.instance.fetch_materializations(
-                    dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk)).records:
-                records[found.partition_key] = found
-        return records
+        """The latest materialization of every partition of ``key``; of an observable asset, the
+        latest materialization or observation, whichever is later (Dagster's rule: by timestamp,
+        the materialization on a tie)."""
+        # The storage ids of the asset's own kind of event are those Dagster's queryer caches.
+        own = self._get_latest_materialization_or_observation_storage_ids_by_asset_partition(asset_key=key)
+        ids = {self._event_type_for_key(key): [i for p, i in own.items() if p.partition_key is not None and i is not None]}
+        if self.asset_graph.get(key).is_observable:
+            ids[dg.DagsterEventType.ASSET_MATERIALIZATION] = list(self.instance.get_latest_storage_id_by_partition(
+                key, dg.DagsterEventType.ASSET_MATERIALIZATION).values())
+        fetch = {dg.DagsterEventType.ASSET_MATERIALIZATION: self.instance.fetch_materializations,
+                 dg.DagsterEventType.ASSET_OBSERVATION: self.instance.fetch_observations}
+        latest: dict[str, Any] = {}
+        for event_type, found_ids in ids.items():
+            ordered = sorted(found_ids)
+            for start in range(0, len(ordered), self.CHUNK):
+                chunk = ordered[start:start + self.CHUNK]
+                for found in fetch[event_type](dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk)).records:
+                    before = latest.get(found.partition_key)
+                    if before is None or _later(found, before):
+                        latest[found.partition_key] = found
+        return latest
+
+
+def _later(record: Any, other: Any) -> bool:
+    """Whether ``record`` is the later of two, a materialization winning a tie (Dagster's order)."""
+    materialized = (lambda r: r.event_log_entry.dagster_event_type == dg.DagsterEventType.ASSET_MATERIALIZATION)
+    return (record.timestamp, materialized(record)) > (other.timestamp, materialized(other))
 
 
 class _Resolver(CachingStaleStatusResolver):
     """Dagster's stale status resolver, except that whether a partitioned input changed since a
-    materialization read it is first answered from the input partition's latest materialization
-    (read per asset, above): none after the cursor the materialization recorded means no change,
-    without a query per (partition, input); when there is one, Dagster's own comparison of the
-    data versions before and after decides."""
+    materialization read it is first answered from the storage id of the input partition's
+    latest event (read per asset by the queryer): none after the cursor the materialization
+    recorded means no change, without a query per (partition, input); when there is one,
+    Dagster's own comparison of the data versions before and after decides. The event is the
+    one Dagster's query would look at: a materialization of a materialized input, an
+    observation of an observed source (a config facet); other inputs are Dagster's to answer."""
 
     def _is_dep_updated(self, provenance: Any, dep_key: AssetKeyPartitionKey) -> bool:
         cursor = provenance.input_storage_ids.get(dep_key.asset_key)
-        if dep_key.partition_key is not None and cursor is not None and not self.asset_graph.get(dep_key.asset_key).is_external:
-            latest = self.instance_queryer.get_latest_materialization_or_observation_record(dep_key)
-            if latest is None or latest.storage_id <= cursor:
+        dep = self.asset_graph.get(dep_key.asset_key)
+        if dep_key.partition_key is not None and cursor is not None and dep.is_external == dep.is_observable:
+            latest = self.instance_queryer.get_latest_materialization_or_observation_storage_id(dep_key)
+            if latest is None or latest <= cursor:
                 return False
         return super()._is_dep_updated(provenance, dep_key)
 

@@ -411,8 +411,12 @@ class Freshness:
             last = materialized[0].storage_id if materialized else -1
         else:
             last = self._latest_storage_ids(asset, dg.DagsterEventType.ASSET_MATERIALIZATION).get(partition, -1)
-        failed = self.instance.fetch_failed_materializations(records_filter, limit=1).records
-        if failed and failed[0].storage_id > last:
+        if partition is None:
+            failed = self.instance.fetch_failed_materializations(records_filter, limit=1).records
+            last_failed = failed[0].storage_id if failed else None
+        else:
+            last_failed = self._latest_storage_ids(asset, dg.DagsterEventType.ASSET_FAILED_TO_MATERIALIZE).get(partition)
+        if last_failed is not None and last_failed > last:
             return True
         if partition is not None:
             planned_id = self._latest_storage_ids(asset, dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED).get(partition)

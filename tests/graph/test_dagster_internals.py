@@ -91,18 +91,40 @@ def test_direct_stale_status_causes_and_partition_mappings():
     assert partition_dimensions(graph, frozen.key, "y") == {"partition": "y"}
 
 
+@dg.observable_source_asset(partitions_def=DATASETS)
+def settings() -> dg.DataVersion:
+    raise AssertionError("observed by reported events only")
+
+
+@dg.asset(partitions_def=DATASETS, deps=[settings], code_version="1")
+def tuned() -> None:
+    return None
+
+
 def test_the_asset_wide_reads_give_dagsters_own_answers_with_fewer_queries(monkeypatch):
-    # DagsterStaleness reads a partition's latest materialization with its asset's others and
-    # answers "no input changed" from it; on every partition it must say what Dagster's own
-    # resolver says: a changed input version (x), an input materialized again with the same
-    # version (y: not stale), a summary over both, and a partition never materialized.
+    # DagsterStaleness reads a partition's latest record with its asset's others and answers "no
+    # input changed" from it; on every partition it must say what Dagster's own resolver says: a
+    # changed input version (x), an input materialized again with the same version (y: not
+    # stale), a summary over both, an observed input (a config facet) with a new version and
+    # one observed again with the same, and a partition never materialized.
     from dagster._core.definitions.data_version import CachingStaleStatusResolver
+    from dagster._core.definitions.events import AssetKeyPartitionKey
+    from dagster._utils.caching_instance_queryer import CachingInstanceQueryer
+
+    from graphbase.dagster_internals import _AssetWideQueryer
 
     instance = dg.DagsterInstance.ephemeral()
-    graph = DEFS.resolve_asset_graph()
+    graph = dg.Definitions(assets=[frozen, metrics, summary, settings, tuned]).resolve_asset_graph()
     pairs = [str(dg.MultiPartitionKey({"model": "m", "dataset": d})) for d in ("x", "y")]
+
+    def observe(partition: str, version: str) -> None:
+        instance.report_runless_asset_event(dg.AssetObservation(settings.key, partition=partition,
+                                                                tags={DATA_VERSION_TAG: version}))
+
     for dataset in ("x", "y"):
         materialize(instance, frozen, dataset)
+        observe(dataset, "a")
+        materialize(instance, tuned, dataset)
     materialize(instance, metrics, pairs[0])
     materialize(instance, summary)
     VERSIONS["x"] = "2"
@@ -113,12 +135,16 @@ def test_the_asset_wide_reads_give_dagsters_own_answers_with_fewer_queries(monke
     materialize(instance, frozen, "y")
     materialize(instance, metrics, pairs[1])
     materialize(instance, frozen, "y")  # same version again: a newer record, no new data version
+    observe("x", "b")
+    observe("y", "a")
 
     queries = []
-    fetch = dg.DagsterInstance.fetch_materializations
-    monkeypatch.setattr(dg.DagsterInstance, "fetch_materializations",
-                        lambda self, *args, **kwargs: queries.append(args) or fetch(self, *args, **kwargs))
-    asked = [(frozen.key, d) for d in ("x", "y")] + [(metrics.key, p) for p in pairs] + [(summary.key, None)]
+    for method in ("fetch_materializations", "fetch_observations"):
+        original = getattr(dg.DagsterInstance, method)
+        monkeypatch.setattr(dg.DagsterInstance, method, lambda self, *args, _f=original, **kwargs:
+                            queries.append(args) or _f(self, *args, **kwargs))
+    asked = ([(frozen.key, d) for d in ("x", "y")] + [(metrics.key, p) for p in pairs] + [(summary.key, None)]
+             + [(tuned.key, d) for d in ("x", "y")])
     ours = DagsterStaleness(graph_view(instance, graph))
     found = [(ours.status(key, partition), ours.root_causes(key, partition)) for key, partition in asked]
     ours_queries, queries[:] = len(queries), []
@@ -127,8 +153,17 @@ def test_the_asset_wide_reads_give_dagsters_own_answers_with_fewer_queries(monke
                  [StaleCause(c.asset_key, c.partition_key, c.reason) for c in dagster.get_stale_root_causes(key, partition)])
                 for key, partition in asked]
     assert found == expected
-    assert [status for status, _ in found] == ["fresh", "fresh", "stale", "fresh", "stale"]
+    assert [status for status, _ in found] == ["fresh", "fresh", "stale", "fresh", "stale", "stale", "fresh"]
     assert ours_queries < len(queries), (ours_queries, len(queries))
+    # The latest record of every partition, read per asset, is the one Dagster's queryer reads
+    # per partition (an observed source's included).
+    plain = CachingInstanceQueryer(instance, graph, graph_view(instance, graph))
+    wide = _AssetWideQueryer(graph_view(instance, graph))
+    for key, partition in asked + [(settings.key, d) for d in ("x", "y")]:
+        partition_key = AssetKeyPartitionKey(key, partition)
+        expected_record = plain.get_latest_materialization_or_observation_record(partition_key)
+        found_record = wide.get_latest_materialization_or_observation_record(partition_key)
+        assert (found_record.storage_id if found_record else None) == (expected_record.storage_id if expected_record else None)
 
 
 def test_checks_are_selected_by_name_and_an_in_process_step_gets_the_built_graph():
