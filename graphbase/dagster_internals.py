@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -82,21 +82,27 @@ class _AssetWideQueryer(CachingInstanceQueryer):
             self._by_partition[key] = self._latest_records(key)
         return self._by_partition[key].get(partition)
 
+    def latest_storage_ids(self, key: dg.AssetKey, event_type: dg.DagsterEventType) -> Mapping[str, int]:
+        """The storage id of the latest ``event_type`` event of every partition of ``key``, in one
+        query; those of the asset's own kind of event (its materializations, an observed source's
+        observations) are the ones this queryer caches for the asset."""
+        if self.asset_graph.has(key) and event_type == self._event_type_for_key(key):
+            own = self._get_latest_materialization_or_observation_storage_ids_by_asset_partition(asset_key=key)
+            return {p.partition_key: i for p, i in own.items() if p.partition_key is not None and i is not None}
+        return self.instance.get_latest_storage_id_by_partition(key, event_type)
+
     def _latest_records(self, key: dg.AssetKey) -> dict[str, Any]:
         """The latest materialization of every partition of ``key``; of an observable asset, the
         latest materialization or observation, whichever is later (Dagster's rule: by timestamp,
         the materialization on a tie)."""
-        # The storage ids of the asset's own kind of event are those Dagster's queryer caches.
-        own = self._get_latest_materialization_or_observation_storage_ids_by_asset_partition(asset_key=key)
-        ids = {self._event_type_for_key(key): [i for p, i in own.items() if p.partition_key is not None and i is not None]}
+        kinds = [self._event_type_for_key(key)]
         if self.asset_graph.get(key).is_observable:
-            ids[dg.DagsterEventType.ASSET_MATERIALIZATION] = list(self.instance.get_latest_storage_id_by_partition(
-                key, dg.DagsterEventType.ASSET_MATERIALIZATION).values())
+            kinds.append(dg.DagsterEventType.ASSET_MATERIALIZATION)
         fetch = {dg.DagsterEventType.ASSET_MATERIALIZATION: self.instance.fetch_materializations,
                  dg.DagsterEventType.ASSET_OBSERVATION: self.instance.fetch_observations}
         latest: dict[str, Any] = {}
-        for event_type, found_ids in ids.items():
-            ordered = sorted(found_ids)
+        for event_type in kinds:
+            ordered = sorted(self.latest_storage_ids(key, event_type).values())
             for start in range(0, len(ordered), self.CHUNK):
                 chunk = ordered[start:start + self.CHUNK]
                 for found in fetch[event_type](dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk)).records:
@@ -143,9 +149,14 @@ class DagsterStaleness:
 
     def __init__(self, view: AssetGraphView):
         self.view = view
-        queryer = _AssetWideQueryer(view)
-        queryer.prefetch_asset_records(view.asset_graph.get_all_asset_keys())
-        self._resolver = _Resolver(view.instance, view.asset_graph, view, instance_queryer=queryer)
+        self._queryer = _AssetWideQueryer(view)
+        self._queryer.prefetch_asset_records(view.asset_graph.get_all_asset_keys())
+        self._resolver = _Resolver(view.instance, view.asset_graph, view, instance_queryer=self._queryer)
+
+    def latest_storage_ids(self, asset: dg.AssetKey, event_type: dg.DagsterEventType) -> Mapping[str, int]:
+        """The storage id of the latest ``event_type`` event of every partition of ``asset``: one
+        query per asset, none for the kind the resolver has read already."""
+        return self._queryer.latest_storage_ids(asset, event_type)
 
     def status(self, asset: dg.AssetKey, partition: str | None) -> DirectStatus:
         status = self._resolver.get_status(asset, partition)

@@ -430,10 +430,11 @@ class Freshness:
 
     def _latest_storage_ids(self, asset: dg.AssetKey, event_type: dg.DagsterEventType) -> Mapping[str, int]:
         """The storage id of the latest event of ``event_type`` of every partition of ``asset``:
-        one query per asset instead of one per partition."""
+        one query per asset instead of one per partition (none for the materializations the stale
+        status has read already)."""
         key = (asset, event_type)
         if key not in self._storage_ids:
-            self._storage_ids[key] = self.instance.get_latest_storage_id_by_partition(asset, event_type)
+            self._storage_ids[key] = self.dagster.latest_storage_ids(asset, event_type)
         return self._storage_ids[key]
 
     def failed_attempts(self, asset: dg.AssetKey, partition: str | None, most: int) -> int:
