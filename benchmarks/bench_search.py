@@ -7,10 +7,12 @@ Two workloads, each checked for equal outputs before anything is timed:
   :func:`bench_ann.synthetic_corpus`; 1,000 queries; top-100), at each ``--threads`` count.
   Check: FAISS's ids, reordered under the project's tie rule (score descending, then document
   index ascending), equal the project's ids, and the scores are equal to the last bit; where the
-  two products round differently (another BLAS kernel: FAISS's OpenBLAS against torch's MKL on
-  an AMD CPU), the rounding check instead: both sides' documents rescored in float64, at every
-  rank the two documents' scores differ by at most the sum of the two sides' own roundings
-  (their largest |float32 - float64| score), so an id differs only inside such a near-tie.
+  two products round differently (another BLAS kernel: FAISS's OpenBLAS 0.3.15 against torch's
+  MKL on an Intel CPU or numpy's newer OpenBLAS elsewhere, see
+  :func:`~embedpyramid.retrieval.search.product_blas`), the rounding check instead: both sides'
+  documents rescored in float64, at every rank the two documents' scores differ by at most the
+  sum of the two sides' own roundings (their largest |float32 - float64| score), so an id
+  differs only inside such a near-tie.
   Target: project speed >= 1.0x FAISS at 1 and 2 threads.
 * **metrics**: :func:`embedpyramid.retrieval.metrics.evaluate_run` end to end (the run table
   built from the search's arrays, read into polars, scored) against pytrec_eval end to end (the
@@ -37,9 +39,9 @@ beside them. Prints the ratios, PASS/FAIL per target, then ONE JSON line.
 
 Bit-equal outputs need both sides' products to round alike: at the default sizes FAISS's OpenBLAS
 (at numpy's core) and torch's MKL give bit-equal scores on an Intel Sapphire Rapids CPU; on an
-AMD EPYC (Zen) they differ in the last bit (1 of 1,000 queries swapped a near-tie at 2 threads,
-1.3e-7 apart in float64), and so do they with a few hundred queries, where FAISS blocks its
-product differently. The rounding check then decides, and the line says which check held
+AMD EPYC (Zen) FAISS's OpenBLAS 0.3.15 and numpy's 0.3.31, both at the Haswell kernel, differ in
+the last bit (as MKL did there before: 1 of 1,000 queries swapped a near-tie, 1.3e-7 apart in
+float64), and so do they with a few hundred queries, where FAISS blocks its product differently. The rounding check then decides, and the line says which check held
 (``equality``: ``bit`` or ``rounding`` in the JSON).
 
     python benchmarks/bench_search.py [--docs N] [--queries Q] [--dim D] [--k K] [--threads 1,2]
@@ -75,7 +77,7 @@ from threadpoolctl import threadpool_info  # noqa: E402
 
 from embedpyramid.encode import thread_limit  # noqa: E402
 from embedpyramid.retrieval.metrics import MetricConventions, evaluate_run, parse_measure  # noqa: E402
-from embedpyramid.retrieval.search import exact_topk, run_table  # noqa: E402
+from embedpyramid.retrieval.search import exact_topk, product_blas, run_table  # noqa: E402
 from embedpyramid.serving import faiss_thread_limit  # noqa: E402
 
 SEARCH_TARGET = 1.0
@@ -276,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"search benchmark: {args.docs} documents x {args.dim}-d, {args.queries} queries, top-{args.k}; "
           f"faiss {faiss.__version__}, faiss OpenBLAS core {cores.get('faiss')} "
           f"(OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}), numpy OpenBLAS core {cores.get('numpy')}, "
-          f"{os.cpu_count()} CPUs")
+          f"the project's products through {product_blas()}, {os.cpu_count()} CPUs")
 
     documents, queries = synthetic_corpus(args.docs, args.queries, args.dim, args.seed)
     index = faiss.IndexFlatIP(args.dim)
@@ -290,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({
         "benchmark": "search", "documents": args.docs, "dim": args.dim, "queries": args.queries, "k": args.k,
         "cpus": os.cpu_count(), "faiss_version": faiss.__version__, "faiss_openblas_core": cores.get("faiss"),
-        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "search": search, "metrics": metrics,
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "product_blas": product_blas(), "search": search, "metrics": metrics,
         "outputs_equal": equal, "targets": {"search_speed_vs_faiss_min": SEARCH_TARGET,
                                             "metrics_speed_vs_pytrec_eval_min": METRICS_TARGET},
         "met": met, "seconds": round(time.perf_counter() - started, 1),

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from embedpyramid.retrieval import search
 from embedpyramid.retrieval.search import exact_topk, run_table
 
 
@@ -17,6 +18,20 @@ def test_blocked_search_equals_brute_force_with_ties_to_the_smaller_index(doc_bl
     documents = rng.integers(-2, 3, (300, 4)).astype(np.float32)
     scores, indices = exact_topk(queries, documents, k, doc_block_size=doc_block, query_block_size=query_block)
     expected = brute_force(queries, documents, k)
+    assert indices.tolist() == expected
+    assert np.array_equal(scores, np.take_along_axis(queries @ documents.T, np.asarray(expected), axis=1))
+
+
+@pytest.mark.parametrize("blas", ["mkl", "openblas"])
+def test_either_blas_gives_the_brute_force_top_k(monkeypatch, blas):
+    # The machine picks one BLAS for the products (search.product_blas); both paths must hold
+    # the same rule. Integer vectors: every product is exact in float32 under either kernel.
+    monkeypatch.setattr(search, "product_blas", lambda: blas)
+    rng = np.random.default_rng(3)
+    queries = rng.integers(-3, 4, (25, 8)).astype(np.float32)
+    documents = rng.integers(-3, 4, (500, 8)).astype(np.float32)
+    scores, indices = exact_topk(queries, documents, 20, doc_block_size=64, query_block_size=10)
+    expected = brute_force(queries, documents, 20)
     assert indices.tolist() == expected
     assert np.array_equal(scores, np.take_along_axis(queries @ documents.T, np.asarray(expected), axis=1))
 
