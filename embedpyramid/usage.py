@@ -9,18 +9,26 @@ from __future__ import annotations
 import resource
 import sys
 import threading
+import time
 
 import psutil
 
-_RSS_POLL_SECONDS = 0.005
+# The sampling interval: a hundredth of the block's time so far, between 5 ms and 0.2 s. A poll
+# costs the block's own threads (measured on an encode of 600 texts: polling every 5 ms made it
+# 5% slower); a long block's peak recurs (every batch of an encode reaches it), a short one
+# keeps the fine interval.
+_RSS_POLL_MIN_SECONDS = 0.005
+_RSS_POLL_MAX_SECONDS = 0.2
+_RSS_POLL_FRACTION = 0.01
 # ru_maxrss is in KiB on Linux and in bytes on macOS.
 _MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024
 
 
 class PeakRss:
     """Peak resident set size over a ``with`` block: sampled by a thread (native code such as
-    FAISS or torch releases the GIL), and exact when the block raises the process's lifetime
-    peak (``ru_maxrss``). ``start_bytes`` is the RSS when the block began."""
+    FAISS or torch releases the GIL) at an interval that grows with the block's time (5 ms at
+    first, at most 0.2 s), and exact when the block raises the process's lifetime peak
+    (``ru_maxrss``). ``start_bytes`` is the RSS when the block began."""
 
     def __init__(self) -> None:
         self.peak_bytes = 0
@@ -31,9 +39,11 @@ class PeakRss:
         self._lifetime_before = 0
 
     def _poll(self) -> None:
+        started = time.monotonic()
         while not self._stop.is_set():
             self.peak_bytes = max(self.peak_bytes, self._process.memory_info().rss)
-            self._stop.wait(_RSS_POLL_SECONDS)
+            elapsed = time.monotonic() - started
+            self._stop.wait(min(_RSS_POLL_MAX_SECONDS, max(_RSS_POLL_MIN_SECONDS, _RSS_POLL_FRACTION * elapsed)))
 
     def __enter__(self) -> PeakRss:
         self._lifetime_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
