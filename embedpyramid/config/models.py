@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata as importlib_metadata
@@ -260,7 +261,7 @@ def resolve_source(directory: Path, name: str, card: ModelCard) -> tuple[Path | 
                 "(for the defaults: pip install -e .)"
             )
         path = (Path(next(iter(spec.submodule_search_locations))) / source.path).resolve()
-        identity = {"package": source.package, "path": source.path, "version": _distribution_version(source.package)}
+        identity = {"package": source.package, "path": source.path, "version": package_version(source.package)}
     elif isinstance(source, PathSource):
         path = resolve_path(directory, source.path)
         identity = {"path": str(path)}
@@ -314,7 +315,14 @@ def _find_module(dotted: str) -> ModuleSpec | None:
 def _installed_version(top: str, roots: list[Path]) -> str | None:
     """The version of the installed distribution the module lives in; None for code elsewhere
     (a local folder, an editable install, a local module shadowing an installed package)."""
-    for distribution in _distributions(top):
+    def candidates() -> Iterator[str]:
+        # The distributions of _distributions first; the scan of every distribution that
+        # provides the name (a namespace package has several) only when none of them holds it.
+        named = _distributions(top)
+        yield from named
+        yield from (other for other in _package_distributions().get(top, []) if other not in named)
+
+    for distribution in candidates():
         location = Path(str(importlib_metadata.distribution(distribution).locate_file(""))).resolve()
         if roots and all(root.is_relative_to(location) for root in roots):
             return importlib_metadata.version(distribution)
@@ -326,11 +334,31 @@ def _package_distributions() -> dict[str, list[str]]:
     return importlib_metadata.packages_distributions()
 
 
-def _distributions(top: str) -> list[str]:
-    return _package_distributions().get(top, [])
+def _top_level_names(distribution: importlib_metadata.Distribution) -> set[str]:
+    """The top-level names a distribution installs: its ``top_level.txt``, else the first part
+    of each file it records (as :func:`importlib.metadata.packages_distributions` infers them)."""
+    declared = (distribution.read_text("top_level.txt") or "").split()
+    if declared:
+        return set(declared)
+    return {file.parts[0] if len(file.parts) > 1 else file.name.split(".")[0] for file in distribution.files or ()}
 
 
-def _distribution_version(package: str) -> str | None:
+@cache
+def _distributions(top: str) -> tuple[str, ...]:
+    """The installed distributions that provide the top-level package ``top``: the one named like
+    it, when it installs that name (one metadata read); else every distribution's records scanned
+    (``packages_distributions``: 0.33 s over the ~190 distributions of the test environment)."""
+    try:
+        named = importlib_metadata.distribution(top)
+    except importlib_metadata.PackageNotFoundError:
+        named = None
+    if named is not None and top in _top_level_names(named):
+        return (named.metadata["Name"],)
+    return tuple(_package_distributions().get(top, []))
+
+
+def package_version(package: str) -> str | None:
+    """The version of the installed distribution that provides the (dotted) ``package``, if any."""
     distributions = _distributions(package.split(".")[0])
     return importlib_metadata.version(distributions[0]) if distributions else None
 

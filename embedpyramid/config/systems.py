@@ -45,7 +45,7 @@ from embedpyramid.config.base import (
     read_yaml,
     resolve_path,
 )
-from embedpyramid.config.models import HubSource, PackageSource, PathSource, ResolvedModel
+from embedpyramid.config.models import HubSource, PackageSource, PathSource, ResolvedModel, package_version
 from embedpyramid.hashing import sha256_json
 from embedpyramid.retrieval.metrics.measures import parse_measure
 
@@ -501,7 +501,7 @@ def _hash_system(
     if isinstance(spec, CrossEncoderSystem):
         identity["libraries"] = {"sentence-transformers": _version("sentence-transformers")}
         if isinstance(spec.source, PackageSource):
-            identity["libraries"][spec.source.package] = _package_version(spec.source.package)
+            identity["libraries"][spec.source.package] = package_version(spec.source.package)
     if isinstance(spec, BiEncoderSystem):
         identity["by_card"] = models[spec.by].card_hash
     hashes[name] = sha256_json(identity)
@@ -513,9 +513,3 @@ def _version(distribution: str) -> str | None:
         return importlib_metadata.version(distribution)
     except importlib_metadata.PackageNotFoundError:
         return None
-
-
-def _package_version(package: str) -> str | None:
-    for distribution in importlib_metadata.packages_distributions().get(package.split(".")[0], []):
-        return _version(distribution)
-    return None

