@@ -80,6 +80,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -422,12 +423,6 @@ def largest_difference(mine: dict[str, float], theirs: dict[str, float]) -> tupl
         return float("inf"), f"query sets differ: {len(mine.keys() ^ theirs.keys())} queries in one only"
     query = max(mine, key=lambda q: abs(mine[q] - theirs[q]))
     return abs(mine[query] - theirs[query]), query
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def paired_ratio(numerators: list[float], denominators: list[float]) -> float:

@@ -41,8 +41,9 @@ Bit-equal outputs need both sides' products to round alike: at the default sizes
 (at numpy's core) and torch's MKL give bit-equal scores on an Intel Sapphire Rapids CPU; on an
 AMD EPYC (Zen) FAISS's OpenBLAS 0.3.15 and numpy's 0.3.31, both at the Haswell kernel, differ in
 the last bit (as MKL did there before: 1 of 1,000 queries swapped a near-tie, 1.3e-7 apart in
-float64), and so do they with a few hundred queries, where FAISS blocks its product differently. The rounding check then decides, and the line says which check held
-(``equality``: ``bit`` or ``rounding`` in the JSON).
+float64), and so do they with a few hundred queries, where FAISS blocks its product differently.
+The rounding check then decides, and the line says which check held (``equality``: ``bit`` or
+``rounding`` in the JSON).
 
     python benchmarks/bench_search.py [--docs N] [--queries Q] [--dim D] [--k K] [--threads 1,2]
                                       [--metric-queries M] [--repeats R]
