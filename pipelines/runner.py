@@ -36,6 +36,7 @@ from embedpyramid.config.selection import select_datasets, select_models
 from embedpyramid.inputs import excluded_keys
 from embedpyramid.reports.tables import first_few
 from embedpyramid.store import ArtifactStore, StorePath, store_path
+from graphbase.dagster_internals import release_connections
 from graphbase.freshness import (
     UP_TO_DATE,
     AssetState,
@@ -168,11 +169,14 @@ class Session:
         # itself once the command is done.
         checks = {key for key in self.defs.resolve_asset_graph().asset_check_keys
                   if key.asset_key in selection and key.name != UP_TO_DATE}
-        with progress.step(label or _label(partition)):
-            result = job_def.get_subset(asset_selection=selection, asset_check_selection=checks).execute_in_process(
-                partition_key=partition, instance=self.instance, tags=tags, raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": level}}}},
-            )
+        try:
+            with progress.step(label or _label(partition)):
+                result = job_def.get_subset(asset_selection=selection, asset_check_selection=checks).execute_in_process(
+                    partition_key=partition, instance=self.instance, tags=tags, raise_on_error=False,
+                    run_config={"loggers": {"console": {"config": {"log_level": level}}}},
+                )
+        finally:
+            release_connections(self.instance)
         if _interrupted(result):
             # Dagster turns Ctrl-C inside a step into a failed run and returns; the command stops
             # here instead of going on to the next partition, and the run is recorded as canceled.
@@ -638,10 +642,18 @@ def _level_rows(session: Session, models: Sequence[ResolvedModel], datasets: Seq
 def _remember_warm(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str], signature: str,
                    rows: Sequence[LevelStatus] | None = None) -> None:
     """Keep Dagster's "all fresh" of this selection for the warm start (:mod:`graphbase.warm`),
-    confirmed by Dagster's own memo once the run history's files are read."""
-    remember_warm(session.config, session.store.root, models, datasets,
-                  _fresh_rows(session, models, datasets) if rows is None else rows,
-                  lambda: known_fresh(session.instance, signature))
+    confirmed by Dagster's own memo once the run history's files are read. The event log's
+    connections are closed before those files are read and after Dagster is asked, so that they
+    are read as the next command finds them."""
+    def still_fresh() -> bool:
+        try:
+            return known_fresh(session.instance, signature)
+        finally:
+            release_connections(session.instance)
+
+    rows = _fresh_rows(session, models, datasets) if rows is None else rows
+    release_connections(session.instance)
+    remember_warm(session.config, session.store.root, models, datasets, rows, still_fresh)
 
 
 def _fresh_rows(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str]) -> list[LevelStatus]:

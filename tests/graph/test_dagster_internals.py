@@ -17,6 +17,7 @@ from graphbase.dagster_internals import (
     open_sqlite_home,
     parent_partitions,
     partition_dimensions,
+    release_connections,
     subset_of,
     unpartitioned,
 )
@@ -221,6 +222,29 @@ def test_the_sqlite_storage_reuses_a_bounded_set_of_engines_and_reads_what_dagst
             assert len(rebuilt.get_runs()) == 4
     with dg.DagsterInstance.from_config(str(tmp_path)) as plain:  # and Dagster's storage reads what it wrote
         assert len(plain.get_runs()) == 4
+
+
+def test_the_event_log_keeps_its_connections_open_until_released_then_its_files_settle(tmp_path):
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+
+    def history() -> dict[str, tuple[int, int]]:
+        return {str(path.relative_to(tmp_path)): (path.stat().st_size, path.stat().st_mtime_ns)
+                for path in sorted(tmp_path.rglob("*.db*"))}
+
+    with open_sqlite_home(str(tmp_path)) as instance:
+        materialize(instance, frozen, "x")
+        (index,) = tmp_path.rglob("index.db")
+        # The index's connection stayed open after the run: its write-ahead log is still beside it.
+        assert index.with_name("index.db-wal").is_file()
+        release_connections(instance)
+        settled = history()
+        assert settled and not [name for name in settled if name.endswith(("-wal", "-shm"))]
+        # A read through the same instance reconnects, and once released leaves the files as they were.
+        assert instance.get_latest_materialization_event(frozen.key).dagster_event.partition == "x"
+        release_connections(instance)
+        assert history() == settled
+    with dg.DagsterInstance.from_config(str(tmp_path)) as plain:  # Dagster's own storage reads every event
+        assert plain.get_latest_materialization_event(frozen.key).dagster_event.partition == "x"
 
 
 def test_a_copied_sqlite_home_keeps_its_own_history_and_other_storages_are_kept(tmp_path):

@@ -175,9 +175,11 @@ def test_a_full_disk_gives_one_line_and_the_next_run_finishes_the_work(write_con
     data = tmp_path / "data"
 
     def small_disk():
-        # Writes past 200 kB fail as on a full disk (EFBIG instead of ENOSPC, the same path in sqlite).
+        # Writes past 600 kB fail as on a full disk (EFBIG instead of ENOSPC, the same path in sqlite):
+        # the event log's write-ahead logs, kept while a run's connections are open, reach that
+        # within the first runs, with a run started.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (600_000, 600_000))
 
     result = cli("run", "--configs", str(folder), "--data", str(data), preexec_fn=small_disk)
     assert result.returncode == 2
