@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -217,8 +217,7 @@ def build_results_db(
     def write(path: Path) -> None:
         copied = path.is_file()  # write_with put the current database there
         try:
-            with duckdb.connect(str(path)) as con:
-                update(con)
+            _write_whole(path, update, target)
             return
         except duckdb.Error:
             if not copied:
@@ -228,11 +227,37 @@ def build_results_db(
         for leftover in (path, path.with_name(path.name + ".wal")):
             leftover.unlink(missing_ok=True)
         counts.update(read=0, kept=0)
-        with duckdb.connect(str(path)) as con:
-            update(con)
+        _write_whole(path, update, target)
 
     path = write_with(write, target, from_target=True)
     return ResultsDatabase(path, counts["read"], counts["kept"])
+
+
+_DISK_FULL = re.compile("No space left on device|File too large|Disk quota exceeded")
+
+
+def _write_whole(path: Path, update: Callable[[duckdb.DuckDBPyConnection], None], target: StorePath) -> None:
+    """Run ``update`` on the database at ``path`` and leave all of it in that one file.
+
+    DuckDB writes to a write-ahead log beside the file and folds it in when the connection
+    closes, saying nothing when that fails (a full disk): the file is then left without the
+    latest tables, and a copy of it alone would lose them. The log is folded in by an explicit
+    ``CHECKPOINT``, which raises, and a log still there after closing is an error too. A full
+    disk is raised as an :class:`OSError` naming ``target`` (the database being replaced)."""
+    try:
+        with duckdb.connect(str(path)) as con:
+            update(con)
+            con.execute("CHECKPOINT")
+    except duckdb.Error as error:
+        if _DISK_FULL.search(str(error)):
+            raise OSError(f"{target}: the results database cannot be written ({_DISK_FULL.search(str(error))[0]}); "
+                          "free space on that disk and rerun: the previous database and every finished artefact "
+                          "are kept") from error
+        raise
+    log = path.with_name(path.name + ".wal")
+    if log.exists():
+        raise OSError(f"{target}: DuckDB could not fold its write-ahead log into the database (is the disk full?); "
+                      "free space and rerun: the previous database is kept")
 
 
 def _string_table(columns: list[str], rows: Sequence[tuple[str, ...]]) -> pa.Table:

@@ -20,6 +20,7 @@ from graph_helpers import beir_folder, quick_protocol, small_ann, toy
 
 from embedpyramid.cli import main
 from embedpyramid.config import load_config
+from embedpyramid.reports.results import read_leaderboard
 from embedpyramid.store import DataFolderBusy
 from graphbase.home import DataFolderLock
 from graphbase.instance import PID_TAG, open_instance
@@ -188,6 +189,27 @@ def test_a_full_disk_gives_one_line_and_the_next_run_finishes_the_work(write_con
     again = cli("run", "--configs", str(folder), "--data", str(data))
     assert again.returncode == 0, again.stderr
     assert "its process is gone; marked failed" in again.stderr and (data / "results.duckdb").is_file()
+
+
+def test_a_disk_that_fills_while_the_results_database_is_written_leaves_the_old_one(write_configs, small_chatterbot,
+                                                                                  tmp_path):
+    folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot, protocol=quick_protocol())
+    data = tmp_path / "data"
+
+    def small_disk():
+        # Files past 3 MB fail as on a full disk: the run history and every table fit, and DuckDB's
+        # write-ahead log too, but the database it folds that log into does not.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3_000_000, 3_000_000))
+
+    result = cli("run", "--configs", str(folder), "--data", str(data), preexec_fn=small_disk)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    (failed,) = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
+    assert f"{data / 'results.duckdb'}: the results database cannot be written (File too large); free space" in failed
+    assert not (data / "results.duckdb").exists()  # no database without its last tables
+    again = cli("run", "--configs", str(folder), "--data", str(data))
+    assert again.returncode == 0, again.stderr
+    assert not read_leaderboard(data / "results.duckdb").is_empty()
 
 
 def test_leaderboard_while_another_process_holds_the_database(tmp_path):
