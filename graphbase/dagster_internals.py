@@ -262,7 +262,7 @@ class _ReusedEngineEventLog(SqliteEventLogStorage):
     query itself, thousands of times per ``embedpyramid run`` (measured: a cold run of bench_peers
     at 1,000 documents took 25.8 CPU-s instead of 30.0, and bench_partition's whole run 4.1
     instead of 7.3); closing the connection after each query made SQLite fold the write-ahead log
-    back into the database and delete it every time (bench_partition's whole run 5.6 CPU-s
+    back into the database and delete it every time (bench_partition's whole run 5.45 CPU-s
     instead of 6.75 with the connections kept, AMD EPYC, 2026-12-06). The engines kept are the
     most recently used :data:`ENGINES_KEPT`.
 

@@ -249,8 +249,8 @@ def _write_whole(path: Path, update: Callable[[duckdb.DuckDBPyConnection], None]
             update(con)
             con.execute("CHECKPOINT")
     except duckdb.Error as error:
-        if _DISK_FULL.search(str(error)):
-            raise OSError(f"{target}: the results database cannot be written ({_DISK_FULL.search(str(error))[0]}); "
+        if full := _DISK_FULL.search(str(error)):
+            raise OSError(f"{target}: the results database cannot be written ({full[0]}); "
                           "free space on that disk and rerun: the previous database and every finished artefact "
                           "are kept") from error
         raise

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -171,18 +172,23 @@ def test_a_read_only_data_folder_is_refused_with_one_line(write_configs, tiny, t
     assert list(data.iterdir()) == []
 
 
+def files_up_to(size: int) -> Callable[[], None]:
+    """A child process's ``preexec_fn``: its writes past ``size`` bytes of a file fail as on a full
+    disk (EFBIG instead of ENOSPC: the same path in SQLite and DuckDB)."""
+
+    def small_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return small_disk
+
+
 def test_a_full_disk_gives_one_line_and_the_next_run_finishes_the_work(write_configs, small_chatterbot, tmp_path):
     folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot, protocol=quick_protocol())
     data = tmp_path / "data"
-
-    def small_disk():
-        # Writes past 600 kB fail as on a full disk (EFBIG instead of ENOSPC, the same path in sqlite):
-        # the event log's write-ahead logs, kept while a run's connections are open, reach that
-        # within the first runs, with a run started.
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (600_000, 600_000))
-
-    result = cli("run", "--configs", str(folder), "--data", str(data), preexec_fn=small_disk)
+    # The event log's write-ahead logs, kept while a run's connections are open, pass 600 kB
+    # within the first runs, with a run started.
+    result = cli("run", "--configs", str(folder), "--data", str(data), preexec_fn=files_up_to(600_000))
     assert result.returncode == 2
     assert_one_error_line(result.stderr, str(data / "dagster_home"), "free space")
     assert not list(data.rglob("*.tmp"))
@@ -195,14 +201,9 @@ def test_a_disk_that_fills_while_the_results_database_is_written_leaves_the_old_
                                                                                   tmp_path):
     folder = write_configs(models={"ngrams": toy()}, datasets=small_chatterbot, protocol=quick_protocol())
     data = tmp_path / "data"
-
-    def small_disk():
-        # Files past 3 MB fail as on a full disk: the run history and every table fit, and DuckDB's
-        # write-ahead log too, but the database it folds that log into does not.
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (3_000_000, 3_000_000))
-
-    result = cli("run", "--configs", str(folder), "--data", str(data), preexec_fn=small_disk)
+    # Within 3 MB the run history and every table fit, and DuckDB's write-ahead log too, but not
+    # the database it folds that log into.
+    result = cli("run", "--configs", str(folder), "--data", str(data), preexec_fn=files_up_to(3_000_000))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     (failed,) = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
     assert f"{data / 'results.duckdb'}: the results database cannot be written (File too large); free space" in failed
