@@ -291,6 +291,8 @@ def test_installed_entry_point_is_identified_by_its_version_and_a_missing_one_is
     with pytest.raises(ConfigError, match=r"models\.yaml: models\.ghost\.entry_point: module 'no_such_module_xyz\.sub' is "
                                           r"not on the Python path; install its package or add its folder to PYTHONPATH$"):
         load_config(folder)
+
+
 def test_a_package_version_comes_from_the_distribution_that_installs_it():
     from embedpyramid.config.models import package_version
 
