@@ -32,7 +32,6 @@ from assets.metadata import partition_check, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.data import ENCODED_TABLE, EncodingInputs, FrozenDataset, encoding_inputs
 from embedpyramid.encode import (
-    DIRECTION_SAMPLE,
     PLURAL,
     Kind,
     embed_table,
@@ -89,7 +88,8 @@ def _checks(name: str, raw: bool) -> list[dg.AssetCheckSpec]:
     if raw:
         checks.append(partition_check(
             "direction_preserved", name, model_dataset_partitions,
-            f"max |unit(raw) - shipped model output| <= {DIRECTION_TOLERANCE} on {DIRECTION_SAMPLE} texts", blocking=True))
+            f"max |unit(raw) - shipped model output| <= {DIRECTION_TOLERANCE} on every text, in the encode's "
+            "own forward pass", blocking=True))
     return checks
 
 
@@ -137,7 +137,8 @@ def _materialize(context: dg.OpExecutionContext, project: ProjectResource, encod
         metadata["direction_difference"] = dg.MetadataValue.float(difference)
         turned = [] if difference <= DIRECTION_TOLERANCE else [
             f"max |unit(raw) - shipped| = {difference:.3g} > {DIRECTION_TOLERANCE} on {check['sample']} texts: "
-            "stripping the Normalize module changed directions, so the raw vectors are not this model's"]
+            "the model's final Normalize module does not return unit(its input), so the raw vectors do not have "
+            "the shipped model's directions"]
         check_results.append(dg.AssetCheckResult(
             check_name="direction_preserved", passed=not turned,
             metadata={"max_abs_difference": dg.MetadataValue.float(difference),

@@ -15,7 +15,8 @@ cold runs of ``pipelines.runner.run_pipeline`` on fresh data folders, each with 
 run history, as ``embedpyramid run`` does them. Measured with ``time.process_time`` (CPU seconds of
 every thread of the process): each Dagster run the runner launches (the dataset's freeze, the
 partition's ``evaluate`` run, the summary), and inside the partition's run the encode itself —
-loading the model, ``encode_batches`` over the shards, the direction check with the shipped model.
+loading the model, ``encode_batches`` over the shards (the direction check is part of their
+forward pass).
 The partition's overhead is its run's CPU minus that encode: the Dagster steps and their
 bookkeeping, the Parquet tables, L1, the metrics, efficiency's latency probe. The fewest CPU
 seconds over the rounds count. Target: overhead <= 5.0 CPU-s. Prints the figures, PASS/FAIL and
@@ -69,8 +70,7 @@ class CpuLedger:
 
     @contextmanager
     def watching(self) -> Iterator[CpuLedger]:
-        originals = (runner.Session.execute, project_resources.load_encoder, encode_tables.encode_batches,
-                     encode_tables._direction_check)
+        originals = (runner.Session.execute, project_resources.load_encoder, encode_tables.encode_batches)
         execute = runner.Session.execute
         ledger = self
 
@@ -85,12 +85,10 @@ class CpuLedger:
         runner.Session.execute = timed_execute  # type: ignore[method-assign]
         project_resources.load_encoder = self._counting_encode(originals[1])
         encode_tables.encode_batches = self._counting_encode(originals[2])
-        encode_tables._direction_check = self._counting_encode(originals[3])
         try:
             yield self
         finally:
-            (runner.Session.execute, project_resources.load_encoder, encode_tables.encode_batches,
-             encode_tables._direction_check) = originals
+            runner.Session.execute, project_resources.load_encoder, encode_tables.encode_batches = originals
 
 
 def one_run(configs: Path, data: Path) -> dict[str, float]:

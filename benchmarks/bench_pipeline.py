@@ -19,9 +19,8 @@ Before any time counts, the first round's pipeline must have computed the bare c
 exact-search metrics (every dataset, model, query and metric, to 1e-9), or the script stops.
 
 The encode counter counts every text the pipeline's cold run sends through a model's forward
-pass for its tables, per model: one pass per text is the target (besides the small sample the
-direction check encodes with the shipped model, and the latency timing, counted apart); a card
-whose tables derive from another card's pass encodes none.
+pass for its tables, per model: one pass per text is the target (the latency timing counted
+apart); a card whose tables derive from another card's pass encodes none.
 
 Every model is loaded once first to warm imports and page caches; then, for a few rounds,
 the bare references and the pipeline cold (empty data folder and instance) are timed in turn
@@ -134,9 +133,9 @@ class EncodeCounter:
     def __enter__(self) -> "EncodeCounter":
         counter = self
 
-        def encode_shard(stripped, model, kind, texts, shard, *args, **kwargs):
+        def encode_shard(stripped, strips, model, kind, texts, shard, *args, **kwargs):
             counter.texts[model.name] = counter.texts.get(model.name, 0) + shard.stop - shard.start
-            return counter._encode_shard(stripped, model, kind, texts, shard, *args, **kwargs)
+            return counter._encode_shard(stripped, strips, model, kind, texts, shard, *args, **kwargs)
 
         encode_tables._encode_shard = encode_shard
         return self

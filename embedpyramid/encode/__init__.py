@@ -28,11 +28,9 @@ from embedpyramid.encode.base import (
 )
 from embedpyramid.encode.tables import (
     BLOCK_ROWS,
-    DIRECTION_SAMPLE,
     EmbeddingTable,
     cached_embedding_path,
     cached_table,
-    direction_difference,
     embed_table,
     embedding_ids,
     embedding_rows,
@@ -70,7 +68,6 @@ def load_encoder(model: ResolvedModel) -> Encoder:
 __all__ = [
     "BACKENDS",
     "BLOCK_ROWS",
-    "DIRECTION_SAMPLE",
     "PLURAL",
     "EmbeddingTable",
     "EncodeError",
@@ -79,7 +76,6 @@ __all__ = [
     "Progress",
     "cached_embedding_path",
     "cached_table",
-    "direction_difference",
     "embed_table",
     "embedding_ids",
     "embedding_rows",

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -37,14 +38,44 @@ class Encoder(Protocol):
         ...
 
     def without_normalize_layer(self) -> Encoder:
-        """The same model without a final Normalize module (itself when there is none)."""
+        """The same model without a final Normalize module (itself when there is none); the
+        stripped form is a :class:`RawPass`."""
         ...
+
+
+class RawPass(Encoder, Protocol):
+    """A model with its final Normalize module passed through: it returns the vectors the module
+    receives, and while :meth:`measure_directions` is open it compares, in the same forward
+    pass, each batch's shipped output with unit(raw)."""
+
+    def measure_directions(self) -> AbstractContextManager[DirectionCheck]: ...
+
+
+@dataclass
+class DirectionCheck:
+    """What a raw pass measured while it encoded: the texts, and the largest |unit(raw) −
+    shipped output| among them (0 when stripping Normalize changed only the norms)."""
+
+    texts: int = 0
+    max_abs_difference: float = 0.0
+
+    def add(self, raw: np.ndarray, shipped: np.ndarray) -> None:
+        self.texts += len(raw)
+        self.max_abs_difference = max(self.max_abs_difference, direction_difference(raw, shipped))
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
     """Each row divided by its L2 norm (float32); zero rows stay zero and NaN rows stay NaN."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return np.divide(vectors, norms, out=np.array(vectors, dtype=np.float32), where=norms > 0)
+
+
+def direction_difference(raw: np.ndarray, shipped: np.ndarray) -> float:
+    """max |unit(raw) − unit(shipped)| over all vectors: 0 when stripping Normalize (or skipping
+    normalization) changed only the norms, not the directions."""
+    if raw.shape != shipped.shape:
+        return float("inf")
+    return float(np.abs(unit_rows(raw) - unit_rows(shipped)).max(initial=0.0))
 
 
 def postprocess(vectors: np.ndarray, dimension: int | None, normalize: bool, name: str) -> np.ndarray:

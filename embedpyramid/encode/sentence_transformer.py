@@ -4,15 +4,20 @@ loaded from the local cache only."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any
 
 import numpy as np
 
 from embedpyramid.config import HubSource, ResolvedModel
-from embedpyramid.encode.base import EncodeError, Encoder, Kind
+from embedpyramid.encode.base import DirectionCheck, EncodeError, Encoder, Kind
 
 
 class SentenceTransformerEncoder:
+    _passes_normalize_through = False
+    _directions: DirectionCheck | None = None
+
     def __init__(self, model: ResolvedModel):
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as transformers_logging
@@ -57,27 +62,62 @@ class SentenceTransformerEncoder:
         }
 
     def without_normalize_layer(self) -> Encoder:
-        """A copy whose module list stops before the final Normalize, sharing the weights.
+        """The same model (shared, not copied) with its final Normalize module passed through.
 
-        With a Normalize module ``normalize_embeddings=False`` is a silent no-op: only the
-        stripped model shows the raw norms.
+        With a Normalize module ``normalize_embeddings=False`` is a silent no-op: only the raw
+        pass shows the raw norms. It runs the shipped model's own forward pass and returns what
+        its Normalize module receives, so it is the shipped model up to that module, and while
+        :meth:`measure_directions` is open every batch's shipped output (what the module
+        returned) is compared with unit(raw) on the way: the check covers every text at no
+        second forward pass. A card without a prompt gets none: not the model's default prompt.
         """
         if not self.description["normalize_layer"]:
             return self
-        from sentence_transformers import SentenceTransformer
-
         stripped = copy.copy(self)
-        stripped.model = SentenceTransformer(modules=list(self.model)[:-1], device=str(self.model.device))
-        stripped.model.max_seq_length = self.model.max_seq_length
+        stripped._passes_normalize_through = True
+        stripped.prompts = {kind: prompt or "" for kind, prompt in self.prompts.items()}
         stripped.description = {**self.description, "modules": self.description["modules"][:-1],
                                 "normalize_layer": False, "stripped": ["Normalize"]}
         return stripped
 
+    @contextmanager
+    def measure_directions(self) -> Iterator[DirectionCheck]:
+        """The direction check of what the raw pass encodes until the block ends."""
+        self._directions = check = DirectionCheck()
+        try:
+            yield check
+        finally:
+            self._directions = None
+
+    @contextmanager
+    def _normalize_passed_through(self) -> Iterator[None]:
+        """Hooks on the final Normalize module, for one call: its input is kept before it runs,
+        and replaces its output once it has (after the comparison, when measured)."""
+        normalize, received = self.model[-1], []
+
+        def keep_input(_module: Any, args: tuple[dict[str, Any]]) -> None:
+            received.append(dict(args[0]))
+
+        def pass_through(_module: Any, _args: Any, shipped: dict[str, Any]) -> dict[str, Any]:
+            raw = received.pop()
+            if self._directions is not None:
+                self._directions.add(*(features["sentence_embedding"].detach().float().cpu().numpy()
+                                       for features in (raw, shipped)))
+            return raw
+
+        handles = [normalize.register_forward_pre_hook(keep_input), normalize.register_forward_hook(pass_through)]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
     def encode(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
-        vectors = self.model.encode(
-            list(texts), prompt=self.prompts[kind], batch_size=self.batch_size,
-            convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False,
-        )
+        with self._normalize_passed_through() if self._passes_normalize_through else nullcontext():
+            vectors = self.model.encode(
+                list(texts), prompt=self.prompts[kind], batch_size=self.batch_size,
+                convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
     def token_counts(self, texts: Sequence[str]) -> np.ndarray:

@@ -1,12 +1,12 @@
 """Embedding tables: one forward pass per text, encoded in resumable shards, read as a stream.
 
-One pass. A table of texts is encoded once, by the model without its final Normalize module
-(the model itself when it has none): those raw vectors are the L1 table ``<kind>-raw``, and the
-card's vectors (``<kind>``) are derived from them by the card's dimension cut and normalization
-(:func:`~embedpyramid.encode.base.postprocess`). Because the shipped model's Normalize module is
-``x / ‖x‖``, unit(raw) is what the shipped model returns; a sample of texts is encoded by the
-shipped model too and the largest difference is recorded (``direction_check``), for the
-blocking check of the raw assets.
+One pass. A table of texts is encoded once, by the model with its final Normalize module passed
+through (the model itself when it has none): those raw vectors are the L1 table ``<kind>-raw``,
+and the card's vectors (``<kind>``) are derived from them by the card's dimension cut and
+normalization (:func:`~embedpyramid.encode.base.postprocess`). Because the shipped model's
+Normalize module is ``x / ‖x‖``, unit(raw) is what the shipped model returns; the same forward
+pass compares the module's output with unit(raw) on every text and the largest difference is
+recorded (``direction_check``), for the blocking check of the raw assets.
 
 One pass per model. A card that differs from another only by its dimension cut, normalization
 or similarity runs the same forward pass: when the other card's raw table of the same input
@@ -46,9 +46,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -61,10 +62,10 @@ from embedpyramid.encode.base import (
     Encoder,
     Kind,
     Progress,
+    RawPass,
     encode_batches,
     postprocess,
     thread_limit,
-    unit_rows,
 )
 from embedpyramid.encode.remote import RemoteEncoder
 from embedpyramid.hashing import sha256_json
@@ -81,15 +82,6 @@ from embedpyramid.usage import PeakRss
 
 BLOCK_ROWS = 65_536
 """Rows a block reader holds at a time by default (about 100 MB of 384-d float32 vectors)."""
-
-DIRECTION_SAMPLE = 16
-"""Texts encoded a second time by the shipped model to prove unit(raw) is what it returns."""
-
-DIRECTION_BATCH = 4
-"""The sample's batch size, longest first: spread through the table, it spans short and long
-texts, and in one batch every text would pad to the longest (measured on 16 of bench_peers'
-documents: 0.79 CPU-s in one batch, 0.35 in batches of 4; 16 short queries cost 0.10 instead
-of 0.07)."""
 
 STRIPPED_NOTE = (
     "normalize: false on a model that ships a Normalize module: the module was stripped, so the card's "
@@ -260,14 +252,6 @@ def table_problems(path: Path, expected_ids: Sequence[str], expected_dim: int, b
     return problems + (stats_problems(_merge_stats(stats)) if stats else [])
 
 
-def direction_difference(raw: np.ndarray, shipped: np.ndarray) -> float:
-    """max |unit(raw) − unit(shipped)| over all vectors: 0 when stripping Normalize (or skipping
-    normalization) changed only the norms, not the directions."""
-    if raw.shape != shipped.shape:
-        return float("inf")
-    return float(np.abs(unit_rows(raw) - unit_rows(shipped)).max(initial=0.0))
-
-
 def embed_table(
     store: ArtifactStore,
     model: ResolvedModel,
@@ -366,14 +350,15 @@ def _shards(directory: Path, n_texts: int, size: int) -> list[_Shard]:
 
 
 def _finished(shard: _Shard, ids_sha: str) -> dict[str, Any] | None:
-    """The metadata of a shard written completely for exactly these ids, else None."""
+    """The metadata of a shard written completely for exactly these ids, else None (also for a
+    shard written before shards recorded their direction check: it is encoded again)."""
     if not shard.path.is_file():
         return None
     try:
         metadata = read_table_metadata(shard.path)
     except (OSError, KeyError, ValueError, pa.ArrowException):
         return None
-    return metadata if metadata.get("ids_sha256") == ids_sha else None
+    return metadata if metadata.get("ids_sha256") == ids_sha and "direction" in metadata else None
 
 
 def _threads_in_use(model: ResolvedModel) -> int:
@@ -431,7 +416,8 @@ def encode_shard(
         if progress is not None:
             progress(done - shard.start, shard.stop - shard.start)
 
-    _encode_shard(_prepared(store, loaded), model, kind, inputs.texts, shard, ids, ids_sha, shard_progress,
+    stripped = _prepared(store, loaded)
+    _encode_shard(stripped, stripped is not loaded, model, kind, inputs.texts, shard, ids, ids_sha, shard_progress,
                   len(inputs.ids))
     return True
 
@@ -452,7 +438,8 @@ def single_pass(
         if finished is not None:
             resumed += 1
         else:
-            finished = _encode_shard(stripped, model, kind, inputs.texts, shard, ids, ids_sha, progress, total)
+            finished = _encode_shard(stripped, stripped is not loaded, model, kind, inputs.texts, shard, ids, ids_sha,
+                                     progress, total)
         shard_metadata.append(finished)
         if progress is not None:
             progress(shard.stop, total)
@@ -462,9 +449,11 @@ def single_pass(
 
 
 def _encode_shard(
-    stripped: Encoder, model: ResolvedModel, kind: Kind, texts: Sequence[str], shard: _Shard, ids: list[str],
-    ids_sha: str, progress: Progress | None, total: int,
+    stripped: Encoder, strips: bool, model: ResolvedModel, kind: Kind, texts: Sequence[str], shard: _Shard,
+    ids: list[str], ids_sha: str, progress: Progress | None, total: int,
 ) -> dict[str, Any]:
+    """Encode one shard (``stripped``: a :class:`RawPass` when ``strips``) and write it, with its
+    metadata: its cost, row statistics and direction check (None when nothing is stripped)."""
     run = model.card.run
     shard_texts = texts[shard.start : shard.stop]
     usage_before = stripped.usage.copy() if isinstance(stripped, RemoteEncoder) else None
@@ -473,7 +462,8 @@ def _encode_shard(
         if progress is not None:
             progress(shard.start + done, total)
 
-    with PeakRss() as rss, thread_limit(run.threads):
+    directions = cast(RawPass, stripped).measure_directions() if strips else nullcontext()
+    with PeakRss() as rss, thread_limit(run.threads), directions as direction:
         start = time.perf_counter()
         try:
             vectors = encode_batches(stripped, shard_texts, kind, run.batch_size, batch_done)
@@ -490,29 +480,23 @@ def _encode_shard(
         "stats": {"raw": _row_stats(postprocess(vectors, model.card.dimension, False, model.name)),
                   "card": _row_stats(postprocess(vectors, model.card.dimension, model.card.normalize, model.name))},
         "api_usage": None if usage_before is None else stripped.usage.since(usage_before).as_dict(),  # type: ignore[attr-defined]
+        "direction": None if direction is None else {"texts": direction.texts,
+                                                     "max_abs_difference": direction.max_abs_difference},
     }
     write_parquet(vectors_to_table(ids, vectors, metadata, token_counts), shard.path)
     return metadata
 
 
-def _direction_check(
-    model: ResolvedModel, kind: Kind, texts: Sequence[str], loaded: Encoder, stripped: Encoder, shards: list[_Shard],
-) -> dict[str, Any]:
-    """Encode a spread-out sample with the shipped model and compare it with unit(raw)."""
-    if stripped is loaded:
+def _direction_check(shard_metadata: list[dict[str, Any]], strips: bool) -> dict[str, Any]:
+    """The pass's direction check, from its shards' (each measured in the shard's forward pass)."""
+    if not strips:
         return {"sample": 0, "max_abs_difference": 0.0,
                 "method": "nothing to strip: the card's vectors derive from the same pass"}
-    rows = np.unique(np.linspace(0, len(texts) - 1, min(len(texts), DIRECTION_SAMPLE)).round().astype(np.int64))
-    raw_rows = []
-    for shard in shards:
-        wanted = rows[(rows >= shard.start) & (rows < shard.stop)] - shard.start
-        if len(wanted):
-            _, vectors = read_embeddings(shard.path)
-            raw_rows.append(vectors[wanted])
-    with thread_limit(model.card.run.threads):
-        shipped = encode_batches(loaded, [texts[i] for i in rows], kind, DIRECTION_BATCH)
-    return {"sample": len(rows), "max_abs_difference": direction_difference(np.concatenate(raw_rows), shipped),
-            "method": "max |unit(raw) - shipped model output| over texts spread evenly through the table"}
+    checks = [metadata["direction"] for metadata in shard_metadata]
+    return {"sample": sum(check["texts"] for check in checks),
+            "max_abs_difference": max(check["max_abs_difference"] for check in checks),
+            "method": "max |unit(raw) - shipped model output| over every text, in the same forward pass "
+                      "(the final Normalize module's input and output)"}
 
 
 def _write_tables(
@@ -535,7 +519,7 @@ def _write_tables(
         "batch_size": card.run.batch_size, "card": model.hashed_fields(), "run_settings": card.run.model_dump(),
         "shards": {"size": card.run.shard_size, "count": len(shards), "resumed": resumed},
         "empty_ids": [i for i, text in zip(inputs.ids, inputs.texts, strict=True) if not text],
-        "direction_check": _direction_check(model, kind, inputs.texts, loaded, stripped, shards),
+        "direction_check": _direction_check(shard_metadata, stripped is not loaded),
         "api_usage": _sum_usage(usages) if usages else None,
     }
     stats = {is_raw: _merge_stats([m["stats"]["raw" if is_raw else "card"] for m in shard_metadata])

@@ -9,7 +9,6 @@ from sentence_transformers import SentenceTransformer
 from embedpyramid.config import load_config
 from embedpyramid.data import EncodingInputs
 from embedpyramid.encode import (
-    DIRECTION_SAMPLE,
     EncodeError,
     embed_table,
     encode_shard,
@@ -58,6 +57,9 @@ class Counting:
         if stripped is self.encoder:
             return self
         return Counting(stripped, self.counts, "stripped", self.fail_after)
+
+    def measure_directions(self):
+        return self.encoder.measure_directions()
 
 
 def test_postprocess_truncates_then_normalizes_and_keeps_zero_and_nan_rows():
@@ -119,8 +121,8 @@ def test_minilm_card_reproduces_sentence_transformers_from_one_pass(write_config
     store, inputs = ArtifactStore(tmp_path), EncodingInputs(IDS, TEXTS, "0" * 64)
     result = embed_table(store, model, "document", inputs, lambda: encoder)
     raw = embed_table(store, model, "document", inputs, lambda: pytest.fail("one pass wrote both tables"), raw=True)
-    # Each text went through the model once (stripped); the shipped model saw only the check's sample.
-    assert counts == {"stripped": len(TEXTS), "shipped": min(len(TEXTS), DIRECTION_SAMPLE)} and raw.cache_hit
+    # Each text went through the model once (stripped), and that pass checked every direction.
+    assert counts == {"stripped": len(TEXTS)} and raw.cache_hit
     _, vectors = read_embeddings(result.path)
     reference = SentenceTransformer(str(model.source_path), device="cpu").encode(TEXTS, normalize_embeddings=True)
     assert np.abs(vectors - reference).max() < 1e-5
@@ -154,6 +156,38 @@ def test_stripping_the_normalize_layer_shows_raw_norms_with_the_same_direction(w
     np.testing.assert_allclose(card_vectors, raw_vectors / norms[:, None], rtol=0, atol=1e-7)
     assert np.abs(card_vectors - shipped).max() <= 1e-5
     assert read_token_counts(raw.path).tolist() == encoder.token_counts(TEXTS).tolist()
+
+
+def test_the_raw_pass_checks_every_direction_and_finds_a_normalize_module_that_turns_them(
+        write_configs, default_models, tmp_path):
+    import torch.nn.functional as F
+
+    model = load_config(write_configs(models={"minilm-l6": default_models["minilm-l6"]})).models["minilm-l6"]
+    encoder = load_encoder(model)
+    raw_pass = encoder.without_normalize_layer()
+    # The raw pass is the shipped model's own forward pass, and is measured only inside the block.
+    assert raw_pass.model is encoder.model
+    with raw_pass.measure_directions() as check:
+        raw_vectors = raw_pass.encode(TEXTS, "query")
+    assert check.texts == len(TEXTS) and check.max_abs_difference <= 1e-6
+    assert (np.abs(np.linalg.norm(raw_vectors, axis=1) - 1) > 0.05).all()
+    raw_pass.encode(TEXTS, "query")
+    assert check.texts == len(TEXTS)
+    # The hooks last one call: the shipped model still normalizes.
+    assert np.allclose(np.linalg.norm(encoder.encode(TEXTS, "query"), axis=1), 1.0, atol=1e-6)
+
+    # A final module named Normalize that does more than x / |x| (here it reverses the vector first).
+    def turning(features):
+        features["sentence_embedding"] = F.normalize(features["sentence_embedding"].flip(-1), p=2, dim=-1)
+        return features
+
+    encoder.model[-1].forward = turning
+    table = embed_table(ArtifactStore(tmp_path), model, "query", EncodingInputs(IDS, TEXTS, "7" * 64),
+                        lambda: encoder, raw=True)
+    # The raw vectors are still what the module received; the check says the shipped ones differ.
+    np.testing.assert_array_equal(read_embeddings(table.path)[1], raw_vectors)
+    direction = table.metadata["direction_check"]
+    assert direction["sample"] == len(TEXTS) and direction["max_abs_difference"] > 0.1
 
 
 def test_normalize_false_on_a_model_that_ships_normalize_strips_it_and_says_so(write_configs, default_models, tmp_path):
@@ -319,8 +353,10 @@ def test_four_shards_encoded_by_two_processes_at_once_make_the_table_of_one_proc
 
     counts: dict[str, int] = {}
     written = embed_table(spread, model, "document", inputs, lambda: Counting(load_encoder(model), counts))
-    # Every shard came from the workers: this process encoded only the direction check's sample.
-    assert counts == {"shipped": DIRECTION_SAMPLE}
+    # Every shard came from the workers, each with its direction check: this process encoded nothing.
+    assert counts == {}
+    assert written.metadata["direction_check"]["sample"] == 37
+    assert written.metadata["direction_check"]["max_abs_difference"] <= 1e-5
     assert written.metadata["shards"] == {"size": 10, "count": 4, "resumed": 4}
     assert not shard_directory(spread, model, "document", inputs.table_sha).exists()
     assert_same_tables(spread, one, model, inputs)
