@@ -25,6 +25,7 @@ class SentenceTransformerEncoder:
         # Progress is reported by the pipeline at sensible intervals; a bar per model load is noise in logs.
         transformers_logging.disable_progress_bar()
         card, where = model.card, f"model card {model.name!r}"
+        self.where = where
         if isinstance(card.source, HubSource):
             location, revision = card.source.hub, card.source.revision
         else:
@@ -90,19 +91,22 @@ class SentenceTransformerEncoder:
             self._directions = None
 
     @contextmanager
-    def _normalize_passed_through(self) -> Iterator[None]:
-        """Hooks on the final Normalize module, for one call: its input is kept before it runs,
-        and replaces its output once it has (after the comparison, when measured)."""
-        normalize, received = self.model[-1], []
+    def _normalize_passed_through(self, texts: int) -> Iterator[None]:
+        """Hooks on the final Normalize module, for one call of ``texts`` texts: its input is kept
+        before it runs, and replaces its output once it has (after the comparison, when
+        measured). A call in which the module did not see every text is an error: its vectors
+        would not be the ones checked."""
+        normalize, received, passed = self.model[-1], [], [0]
 
         def keep_input(_module: Any, args: tuple[dict[str, Any]]) -> None:
             received.append(dict(args[0]))
 
         def pass_through(_module: Any, _args: Any, shipped: dict[str, Any]) -> dict[str, Any]:
             raw = received.pop()
+            vectors = [features["sentence_embedding"].detach().float().cpu().numpy() for features in (raw, shipped)]
+            passed[0] += len(vectors[0])
             if self._directions is not None:
-                self._directions.add(*(features["sentence_embedding"].detach().float().cpu().numpy()
-                                       for features in (raw, shipped)))
+                self._directions.add(*vectors)
             return raw
 
         handles = [normalize.register_forward_pre_hook(keep_input), normalize.register_forward_hook(pass_through)]
@@ -111,9 +115,16 @@ class SentenceTransformerEncoder:
         finally:
             for handle in handles:
                 handle.remove()
+        if passed[0] != texts:
+            import sentence_transformers
+
+            raise EncodeError(
+                f"{self.where}: the model's final Normalize module saw {passed[0]} of {texts} texts in one encode, so "
+                f"the raw pass cannot take its input: sentence-transformers {sentence_transformers.__version__} "
+                "skips it; install a version whose forward pass runs every module")
 
     def encode(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
-        with self._normalize_passed_through() if self._passes_normalize_through else nullcontext():
+        with self._normalize_passed_through(len(texts)) if self._passes_normalize_through else nullcontext():
             vectors = self.model.encode(
                 list(texts), prompt=self.prompts[kind], batch_size=self.batch_size,
                 convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False,

@@ -189,6 +189,16 @@ def test_the_raw_pass_checks_every_direction_and_finds_a_normalize_module_that_t
     direction = table.metadata["direction_check"]
     assert direction["sample"] == len(TEXTS) and direction["max_abs_difference"] > 0.1
 
+    # A forward pass that skips the module gives vectors nobody checked: an error naming the card.
+    def skipping(features, **_kwargs):
+        for module in list(encoder.model)[:-1]:
+            features = module(features)
+        return features
+
+    encoder.model.forward = skipping
+    with pytest.raises(EncodeError, match=r"model card 'minilm-l6': the model's final Normalize module saw 0 of 4 texts"):
+        raw_pass.encode(TEXTS, "query")
+
 
 def test_normalize_false_on_a_model_that_ships_normalize_strips_it_and_says_so(write_configs, default_models, tmp_path):
     card = {**default_models["minilm-l6"], "normalize": False}
