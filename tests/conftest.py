@@ -1,8 +1,11 @@
 """Shared fixtures: offline settings and a factory for self-contained config folders."""
 
+import importlib
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -17,6 +20,22 @@ DEFAULT_CONFIGS = REPO_ROOT / "configs"
 # A few chatterbot-corpus categories: ~190 queries, fast enough to run the graph many times.
 SMALL_CATEGORIES = ["ai", "computers", "emotion", "science"]
 TWO_REAL_MODELS = ("minilm-l6", "use-m3")
+
+
+@pytest.fixture
+def benchmark_script(monkeypatch) -> Iterator[Callable[[str], ModuleType]]:
+    """Import a script of ``benchmarks/`` by name, with ``benchmarks/`` put first on sys.path for the
+    test only; the modules imported leave ``sys.modules`` after it."""
+    imported: list[str] = []
+
+    def load(name: str) -> ModuleType:
+        monkeypatch.setattr(sys, "path", [str(REPO_ROOT / "benchmarks"), *sys.path])
+        imported.append(name)
+        return importlib.import_module(name)
+
+    yield load
+    for name in imported:
+        sys.modules.pop(name, None)
 
 
 def default_section(name: str) -> dict[str, Any]:

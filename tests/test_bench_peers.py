@@ -3,21 +3,12 @@ verdict says whether every round fell on the same side of its target."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def bench_peers(monkeypatch):
-    monkeypatch.setattr(sys, "path", [str(REPO / "benchmarks"), *sys.path])
-    module = importlib.import_module("bench_peers")
-    yield module
-    sys.modules.pop("bench_peers", None)
+def bench_peers(benchmark_script):
+    return benchmark_script("bench_peers")
 
 
 def test_a_ratio_is_the_median_of_the_rounds_ratios(bench_peers):

@@ -3,8 +3,6 @@ bare core does and no more, with the same cards and protocol as the folder it wa
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,11 +14,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def bench_pipeline(monkeypatch):
-    monkeypatch.setattr(sys, "path", [str(REPO / "benchmarks"), *sys.path])
-    module = importlib.import_module("bench_pipeline")
-    yield module
-    sys.modules.pop("bench_pipeline", None)
+def bench_pipeline(benchmark_script):
+    return benchmark_script("bench_pipeline")
 
 
 def test_the_full_settings_keep_their_cards_protocol_and_l4_but_only_the_retrieval_dataset(bench_pipeline, tmp_path):

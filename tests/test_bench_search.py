@@ -4,26 +4,17 @@ the sum of the two sides' own roundings in float64."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
 
 @pytest.fixture
-def bench_search(monkeypatch):
+def bench_search(monkeypatch, benchmark_script):
     # The script sets these for itself when unset, and puts the repository and benchmarks/ on
     # sys.path; set here, the test leaves the environment and sys.path as they were.
     monkeypatch.setenv("POLARS_MAX_THREADS", "1")
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
-    monkeypatch.setattr(sys, "path", [str(BENCHMARKS), *sys.path])
-    module = importlib.import_module("bench_search")
-    yield module
-    sys.modules.pop("bench_search", None)
+    return benchmark_script("bench_search")
 
 
 # One query along the first axis: documents 0, 1 and 2 score 1, 0.5 and 0.5 + 2^-23 exactly.
