@@ -33,8 +33,8 @@ two sides run back to back are compared under about the same conditions.
 The encode step is compared apart, in one process (``--side encode``, its own figures): the
 pipeline's encode step — :func:`embedpyramid.encode.embed_table` of the card for the queries and
 the documents, as the embedding assets call it (the single pass in shards, token counts, the
-Parquet tables, the direction check inside the same forward pass) — against ``model.encode`` of the same texts at the
-same batch size, alternating for ``--encode-rounds`` rounds (which side goes first alternates
+Parquet tables, the direction check inside the same forward pass) — against ``model.encode`` of
+the same texts at the same batch size, alternating for ``--encode-rounds`` rounds (which side goes first alternates
 too); the ratio is the median of the rounds' ratios. The encode seconds recorded inside the runs (the pipeline's efficiency table, the bare
 job's own timer) are printed beside them: they are wall clock at different moments of a shared
 machine, and inside ``run`` other steps may run beside the encode.

@@ -12,9 +12,10 @@ The two alternate for ``--rounds`` rounds (a shared machine's drift hits both) a
 are compared.
 
 Targets: the resumed tables are bit-identical to the reference (content hash and vector bytes);
-the rerun encodes exactly the texts that were left (counted at the model), and ``R / T`` stays within 0.15 of the fraction left; interrupted + resumed
-together cost at most 1.15 × ``T``. The time ratios are wall clock: on a busy machine a 64-text
-shard takes from 2 to 10 s, so they need quiet; the text count does not. Ends with one JSON line.
+the rerun encodes exactly the texts that were left (counted at the model), and ``R / T`` stays
+within 0.15 of the fraction left; interrupted + resumed together cost at most 1.15 × ``T``. The
+time ratios are wall clock: on a busy machine a 64-text shard takes from 2 to 10 s, so they need
+quiet; the text count does not. Ends with one JSON line.
 
     python benchmarks/bench_resume.py [--configs configs] [--shard-size 64]
 """

@@ -103,10 +103,10 @@ class SentenceTransformerEncoder:
 
         def pass_through(_module: Any, _args: Any, shipped: dict[str, Any]) -> dict[str, Any]:
             raw = received.pop()
-            vectors = [features["sentence_embedding"].detach().float().cpu().numpy() for features in (raw, shipped)]
-            passed[0] += len(vectors[0])
+            passed[0] += len(raw["sentence_embedding"])
             if self._directions is not None:
-                self._directions.add(*vectors)
+                self._directions.add(*(features["sentence_embedding"].detach().float().cpu().numpy()
+                                       for features in (raw, shipped)))
             return raw
 
         handles = [normalize.register_forward_pre_hook(keep_input), normalize.register_forward_hook(pass_through)]

@@ -487,12 +487,13 @@ def _encode_shard(
     return metadata
 
 
-def _direction_check(shard_metadata: list[dict[str, Any]], strips: bool) -> dict[str, Any]:
-    """The pass's direction check, from its shards' (each measured in the shard's forward pass)."""
-    if not strips:
+def _direction_check(shard_metadata: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pass's direction check, from its shards' (each measured in the shard's forward pass;
+    None where nothing was stripped)."""
+    checks = [metadata["direction"] for metadata in shard_metadata]
+    if all(check is None for check in checks):
         return {"sample": 0, "max_abs_difference": 0.0,
                 "method": "nothing to strip: the card's vectors derive from the same pass"}
-    checks = [metadata["direction"] for metadata in shard_metadata]
     return {"sample": sum(check["texts"] for check in checks),
             "max_abs_difference": max(check["max_abs_difference"] for check in checks),
             "method": "max |unit(raw) - shipped model output| over every text, in the same forward pass "
@@ -519,7 +520,7 @@ def _write_tables(
         "batch_size": card.run.batch_size, "card": model.hashed_fields(), "run_settings": card.run.model_dump(),
         "shards": {"size": card.run.shard_size, "count": len(shards), "resumed": resumed},
         "empty_ids": [i for i, text in zip(inputs.ids, inputs.texts, strict=True) if not text],
-        "direction_check": _direction_check(shard_metadata, stripped is not loaded),
+        "direction_check": _direction_check(shard_metadata),
         "api_usage": _sum_usage(usages) if usages else None,
     }
     stats = {is_raw: _merge_stats([m["stats"]["raw" if is_raw else "card"] for m in shard_metadata])
