@@ -116,9 +116,11 @@ def local_file(path: StorePath) -> Iterator[Path]:
         yield local
 
 
-def write_parquet(table: pa.Table, target: StorePath) -> StorePath:
+def write_parquet(table: pa.Table, target: StorePath, **options: Any) -> StorePath:
+    """Write ``table`` to ``target`` atomically, zstd-compressed; ``options`` go to
+    ``pq.write_table`` (the embedding tables' encodings: :data:`embedpyramid.encode.tables.VECTOR_PARQUET`)."""
     with atomic_path(target) as temporary:
-        pq.write_table(table, temporary, compression="zstd")
+        pq.write_table(table, temporary, **{"compression": "zstd", **options})
     return target
 
 

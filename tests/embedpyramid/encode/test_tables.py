@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from sentence_transformers import SentenceTransformer
 
@@ -321,6 +322,29 @@ def test_an_interrupted_encode_resumes_from_its_shards_bit_identically(write_con
     resumed = embed_table(store, model, "document", inputs, lambda: Counting(load_encoder(model), counts))
     assert counts == {"shipped": 27} and resumed.metadata["shards"]["resumed"] == 2 and not shards.exists()
     assert_same_tables(store, whole, model, inputs)
+
+
+def vector_chunks(path):
+    """(encodings, has a dictionary page) of the vector column in each row group of ``path``."""
+    metadata = pq.ParquetFile(path).metadata
+    (column,) = [i for i in range(metadata.num_columns) if metadata.schema.column(i).path == "vector.list.element"]
+    return [(metadata.row_group(group).column(column).encodings, metadata.row_group(group).column(column).has_dictionary_page)
+            for group in range(metadata.num_row_groups)]
+
+
+def test_shards_and_tables_store_the_vectors_byte_split_without_a_dictionary(write_configs, tmp_path):
+    # VECTOR_PARQUET, in the shards and in both tables, one row group per shard: pyarrow's
+    # default would build a dictionary of the vectors' nearly distinct floats in every row group.
+    model = load_config(write_configs(models={"toy": toy_card(run={"batch_size": 4, "shard_size": 10})})).models["toy"]
+    inputs, store = corpus(25), ArtifactStore(tmp_path / "store")
+    with pytest.raises(KeyboardInterrupt):
+        embed_table(store, model, "document", inputs, lambda: Counting(load_encoder(model), {}, fail_after=12))
+    layout = (("RLE", "BYTE_STREAM_SPLIT"), False)
+    (shard,) = shard_directory(store, model, "document", inputs.table_sha).glob("0*.parquet")
+    assert vector_chunks(shard) == [layout]
+    embed_table(store, model, "document", inputs, lambda: load_encoder(model))
+    for raw in (False, True):
+        assert vector_chunks(table_path(store, model, "document", inputs.table_sha, raw=raw)) == [layout] * 3
 
 
 WORKER = """
