@@ -111,11 +111,15 @@ def encode_batches(
 ) -> np.ndarray:
     """Raw vectors of ``texts`` in input order, encoded ``batch_size`` at a time.
 
-    Texts are batched longest first, so each batch pads to similar lengths (as
-    sentence-transformers does within one call); on short-answer corpora this is ~5x faster
-    than batching in table order. ``progress`` receives the texts done so far.
+    Texts are batched longest first, so each batch pads to similar lengths; on short-answer
+    corpora this is ~5x faster than batching in table order. The order is sentence-transformers'
+    own within one ``encode`` call (numpy's default argsort of the negated character counts,
+    which does not keep ties in table order), so over the same texts the batches are those of
+    ``model.encode`` and so are its vectors, to the last bit. A stable sort put texts of equal
+    length in other batches: 28 of bench_peers' 1,748 texts then came out up to 1e-7 from
+    ``model.encode``'s. ``progress`` receives the texts done so far.
     """
-    order = np.argsort([-len(text) for text in texts], kind="stable")
+    order = np.argsort([-len(text) for text in texts])
     chunks: list[np.ndarray] = []
     for offset in range(0, len(texts), batch_size):
         chunks.append(encoder.encode([texts[i] for i in order[offset : offset + batch_size]], kind))

@@ -12,6 +12,7 @@ from embedpyramid.data import EncodingInputs
 from embedpyramid.encode import (
     EncodeError,
     embed_table,
+    encode_batches,
     encode_shard,
     iter_embedding_blocks,
     load_encoder,
@@ -130,6 +131,22 @@ def test_minilm_card_reproduces_sentence_transformers_from_one_pass(write_config
     assert result.metadata["tokens"] > len(TEXTS) and result.metadata["backend"]["native_dimension"] == 384
     check = raw.metadata["direction_check"]
     assert check["sample"] == len(TEXTS) and check["max_abs_difference"] <= 1e-5
+
+
+# Equal character counts, unequal token counts: which of them share a batch decides its padding.
+TIED_TEXTS = ["qzv qzv zxq", "zxq day zxq kpj", "dog day kpj day", "zxq day day kpj", "day cat", "ran ran cat vbf",
+              "qzv ran xkw xkw", "cat sun", "qzv ran", "kpj qzv day xkw", "xkw dog", "kpj ran xkw", "qzv cat", "kpj ran",
+              "dog vbf", "dog qzv zxq", "kpj kpj", "ran sun kpj day", "qzv vbf sun", "xkw ran"]
+
+
+def test_batches_are_those_of_model_encode_so_its_vectors_are_reproduced_to_the_last_bit(write_configs, default_models):
+    model = load_config(write_configs(models={"minilm-l6": default_models["minilm-l6"]})).models["minilm-l6"]
+    encoder = load_encoder(model)
+    lengths = [-len(text) for text in TIED_TEXTS]
+    # Ties in other places than a stable sort keeps them: texts change batches.
+    assert not np.array_equal(np.argsort(lengths), np.argsort(lengths, kind="stable"))
+    reference = encoder.model.encode(TIED_TEXTS, batch_size=8)
+    assert np.array_equal(encode_batches(encoder, TIED_TEXTS, "document", 8), reference)
 
 
 def test_card_pooling_must_match_the_model(write_configs, default_models):
