@@ -143,7 +143,7 @@ def test_batches_are_those_of_model_encode_so_its_vectors_are_reproduced_to_the_
     model = load_config(write_configs(models={"minilm-l6": default_models["minilm-l6"]})).models["minilm-l6"]
     encoder = load_encoder(model)
     lengths = [-len(text) for text in TIED_TEXTS]
-    # Ties in other places than a stable sort keeps them: texts change batches.
+    # numpy's default argsort puts some tied texts elsewhere than a stable sort: other batches.
     assert not np.array_equal(np.argsort(lengths), np.argsort(lengths, kind="stable"))
     reference = encoder.model.encode(TIED_TEXTS, batch_size=8)
     assert np.array_equal(encode_batches(encoder, TIED_TEXTS, "document", 8), reference)
