@@ -44,8 +44,9 @@ from embedpyramid.encode import read_embeddings, vectors_to_table  # noqa: E402
 from embedpyramid.encode.tables import VECTOR_PARQUET  # noqa: E402
 from embedpyramid.store import write_parquet  # noqa: E402
 
-LAYOUTS = {"default": {"compression": "zstd"}, "project": VECTOR_PARQUET}
 SHARD_ROWS = RunSettings.model_fields["shard_size"].default
+LAYOUTS = {layout: {**options, "row_group_size": SHARD_ROWS}
+           for layout, options in {"default": {"compression": "zstd"}, "project": VECTOR_PARQUET}.items()}
 RATIO_TARGET = 1.0
 
 
@@ -62,16 +63,15 @@ def measure(rows: int, dim: int, repeats: int, scratch: Path) -> dict:
     ids = [f"doc-{index:07d}" for index in range(rows)]
     table = vectors_to_table(ids, vectors, {"card": "bench"}, np.full(rows, 128, np.int64))
     paths = {layout: scratch / f"{layout}-{rows}.parquet" for layout in LAYOUTS}
-    layouts = {layout: {**options, "row_group_size": SHARD_ROWS} for layout, options in LAYOUTS.items()}
-    for layout, options in layouts.items():
+    for layout, options in LAYOUTS.items():
         write_parquet(table, paths[layout], **options)
         read_ids, read_vectors = read_embeddings(paths[layout])
         if read_ids != ids or not np.array_equal(read_vectors, vectors):
             raise SystemExit(f"FAIL: the {layout} layout at {rows} rows does not read back what was written")
     best: dict[str, dict[str, list[float]]] = {layout: {"write": [], "read": []} for layout in LAYOUTS}
     for repeat in range(repeats):
-        for layout in layouts if repeat % 2 == 0 else list(layouts)[::-1]:
-            best[layout]["write"].append(timed(lambda layout=layout: write_parquet(table, paths[layout], **layouts[layout])))
+        for layout in LAYOUTS if repeat % 2 == 0 else list(LAYOUTS)[::-1]:
+            best[layout]["write"].append(timed(lambda layout=layout: write_parquet(table, paths[layout], **LAYOUTS[layout])))
             best[layout]["read"].append(timed(lambda layout=layout: read_embeddings(paths[layout])))
     row: dict = {"rows": rows, "dim": dim, "raw_bytes": vectors.nbytes}
     for layout in LAYOUTS:
