@@ -6,7 +6,7 @@ import dagster as dg
 from assets.metadata import partition_check, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
-from embedpyramid.reports.tables import markdown_table
+from embedpyramid.rendering.tables import markdown_table
 from embedpyramid.store import read_frame
 from graphbase.facets import DATASET_SOURCE, facet_deps
 from graphbase.freshness import EVALUATE_WHEN_STALE

@@ -6,8 +6,8 @@ import dagster as dg
 from assets.embeddings import progress_logger
 from assets.metadata import excluded_metadata, summary_inputs, table_metadata, with_provenance
 from embedpyramid.code_version import function_version
-from embedpyramid.reports.svg import svg_markdown
-from embedpyramid.reports.tables import markdown_table
+from embedpyramid.rendering.svg import svg_markdown
+from embedpyramid.rendering.tables import markdown_table
 from graphbase.facets import COMPARISON, CONVENTIONS, JUDGE, facet_deps
 from graphbase.freshness import EVALUATE_WHEN_STALE, SUMMARIZE_WHEN_STALE
 from graphbase.partitions import model_dataset_partitions
@@ -29,7 +29,7 @@ def downstream_answers(context: dg.AssetExecutionContext, project: ProjectResour
     """Per system of judge.yaml: each query's top-k context, the generator's answer with its
     citations, the answer and citation metrics, and the judge's 1-5 grades per criterion (with
     the qrels judge's beside an HTTP judge's), as answers, judgements and long per-query rows."""
-    from embedpyramid.downstream.summary import answer_partition, manifest_counts, mean_grades
+    from embedpyramid.downstream.grades import answer_partition, manifest_counts, mean_grades
     from embedpyramid.hashing import sha256_json, sha256_table
 
     part = project.partition(context)
@@ -74,7 +74,7 @@ def grade_analysis(context: dg.AssetExecutionContext, project: ProjectResource) 
     choice among the comparable ones, the omnibus likelihood-ratio and Wald tests, Holm pairs
     with letter groups, the simulated power analysis and the box, bar and heatmap plots; with the
     gathered answers, judgements, paired per-query rows and what the pairing dropped."""
-    from embedpyramid.downstream.summary import analyse_downstream, collect_downstream, grades_dir, write_grade_summary
+    from embedpyramid.downstream.grades import analyse_downstream, collect_downstream, grades_dir, write_grade_summary
 
     config, store = project.config, project.store
     inputs = summary_inputs(context, config, project.data_dir)

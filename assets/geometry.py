@@ -11,8 +11,8 @@ import dagster as dg
 
 from assets.metadata import materialize_selected, partition_check, with_provenance
 from embedpyramid.code_version import function_version
-from embedpyramid.reports.svg import svg_markdown
-from embedpyramid.reports.tables import markdown_table
+from embedpyramid.rendering.svg import svg_markdown
+from embedpyramid.rendering.tables import markdown_table
 from embedpyramid.store import write_json
 from graphbase.facets import CONVENTIONS, MEASURES, RESAMPLING, SEARCH, facet_deps
 from graphbase.freshness import EVALUATE_WHEN_STALE

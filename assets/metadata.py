@@ -10,9 +10,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from embedpyramid.config import ProjectConfig
-from embedpyramid.inputs import INPUTS_DIGEST, SummaryInputs, excluded_keys
-from embedpyramid.retrieval.metrics import parse_measure
+from embedpyramid.config import ProjectConfig, parse_measure
+from embedpyramid.current_inputs import INPUTS_DIGEST, SummaryInputs, excluded_keys
 from embedpyramid.store import write_json
 from resources import ProjectResource
 
@@ -82,7 +81,7 @@ def summary_inputs(context: dg.AssetExecutionContext, config: ProjectConfig, dat
 
 def excluded_metadata(inputs: SummaryInputs) -> dict[str, dg.MetadataValue]:
     """How many input partitions were left out, and which (the UI's metadata of a summary), and
-    the digest of the input partitions it read (:data:`~embedpyramid.inputs.INPUTS_DIGEST`)."""
+    the digest of the input partitions it read (:data:`~embedpyramid.current_inputs.INPUTS_DIGEST`)."""
     return {"excluded_partitions": dg.MetadataValue.int(len(inputs.excluded)),
             "excluded": dg.MetadataValue.json([item.text for item in inputs.excluded]),
             "excluded_inputs": dg.MetadataValue.json(excluded_keys(inputs)),

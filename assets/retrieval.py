@@ -13,8 +13,8 @@ from embedpyramid.code_version import function_version
 from embedpyramid.encode import cached_embedding_path
 from embedpyramid.hashing import sha256_table
 from embedpyramid.progress import report
-from embedpyramid.reports.results import sort_metrics
 from embedpyramid.store import write_parquet
+from embedpyramid.summary.results import sort_metrics
 from graphbase.facets import CONVENTIONS, MEASURES, REFERENCES, SEARCH, facet_deps
 from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import model_dataset_partitions

@@ -9,8 +9,8 @@ import dagster as dg
 
 from assets.metadata import materialize_selected, with_provenance
 from embedpyramid.code_version import function_version
-from embedpyramid.reports.svg import svg_markdown
-from embedpyramid.reports.tables import markdown_table
+from embedpyramid.rendering.svg import svg_markdown
+from embedpyramid.rendering.tables import markdown_table
 from graphbase.facets import ANN_SETTINGS, CONVENTIONS, RESAMPLING, ann_spec_facet, facet_deps
 from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import ann_asset_name, model_dataset_partitions

@@ -6,11 +6,11 @@ import polars as pl
 from assets.metadata import excluded_metadata, summary_inputs, table_metadata
 from embedpyramid.code_version import function_version
 from embedpyramid.config import ProjectConfig
-from embedpyramid.inputs import COMPARISONS, SummaryInputs
-from embedpyramid.reports.results import build_results_db, read_leaderboard
-from embedpyramid.reports.svg import forest_plot_svg, svg_markdown
-from embedpyramid.reports.tables import hsd_summary, key_table_markdown, markdown_table
+from embedpyramid.current_inputs import COMPARISONS, SummaryInputs
+from embedpyramid.rendering.svg import forest_plot_svg, svg_markdown
+from embedpyramid.rendering.tables import hsd_summary, key_table_markdown, markdown_table
 from embedpyramid.store import write_parquet
+from embedpyramid.summary.results import build_results_db, read_leaderboard
 from graphbase.facets import COMPARISON, facet_deps
 from graphbase.freshness import SUMMARIZE_WHEN_STALE
 from graphbase.partitions import dataset_partitions
@@ -34,8 +34,8 @@ def comparisons(context: dg.AssetExecutionContext, project: ProjectResource) -> 
     worst regressions and the per-query deltas of the report metric; and the verdict. With
     systems.yaml, the same model comparisons within each L5 system, each system's verdict against
     dense exact and the latency each stage adds; with judge.yaml, L6's judge and answer metrics."""
-    from embedpyramid.reports.summary import compare_evaluated, evaluated_partitions
-    from embedpyramid.systems.summary import system_partitions
+    from embedpyramid.summary.comparisons import compare_evaluated, evaluated_partitions
+    from embedpyramid.systems.comparison import system_partitions
 
     config, store, dataset = project.config, project.store, context.partition_key
     inputs = summary_inputs(context, config, project.data_dir)
@@ -77,11 +77,11 @@ def results_db(context: dg.AssetExecutionContext, project: ProjectResource) -> d
     the L5 systems' rows, verdicts against dense exact and latency, the L2 task tables, the L3
     transfer, reproduction and published-score tables, and with judge.yaml L6's judge and answer
     metrics (in per_query_metrics), answers, judgements and grade tables."""
-    from embedpyramid.downstream.summary import per_query_path, results_views
-    from embedpyramid.inputs import provenance_table
-    from embedpyramid.reports.summary import evaluated_partitions, read_comparison_tables, results_tables
-    from embedpyramid.systems.summary import system_partitions
-    from embedpyramid.tasks.summary import task_conventions_table, task_results_tables
+    from embedpyramid.current_inputs import provenance_table
+    from embedpyramid.downstream.grades import per_query_path, results_views
+    from embedpyramid.summary.comparisons import evaluated_partitions, read_comparison_tables, results_tables
+    from embedpyramid.systems.comparison import system_partitions
+    from embedpyramid.tasks.comparison import task_conventions_table, task_results_tables
 
     store = project.store
     inputs = summary_inputs(context, project.config, project.data_dir)
@@ -146,7 +146,7 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         decision, the per-query delta distributions, the worst regressions, the L1 geometry and
         normalization price, the L4 recall/QPS frontier of every model, the L3 reproduction and
         transfer sections, the L6 grade analysis and the environment."""
-        from embedpyramid.reports.summary import build_report, read_comparison_tables
+        from embedpyramid.summary.comparisons import build_report, read_comparison_tables
 
         config, store = project.config, project.store
         metric = config.protocol.comparison.report_metric

@@ -20,7 +20,7 @@ import dagster as dg
 
 from assets.metadata import headline_metrics, table_metadata, with_provenance
 from embedpyramid.code_version import function_version
-from embedpyramid.reports.tables import markdown_table
+from embedpyramid.rendering.tables import markdown_table
 from graphbase.facets import CONVENTIONS, MEASURES, SYSTEMS_SETTINGS, facet_deps, system_facet
 from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import (
@@ -95,7 +95,7 @@ def system_asset(systems: "SystemsConfig", name: str, models: "dict[str, Resolve
     def system(context: dg.AssetExecutionContext, project: ProjectResource,
                encoders: EncoderRegistry) -> dg.MaterializeResult:
         from embedpyramid.data import open_frozen
-        from embedpyramid.reports.results import sort_metrics
+        from embedpyramid.summary.results import sort_metrics
         from embedpyramid.systems.stored import evaluate_stored_system
 
         config, store = project.config, project.store

@@ -15,7 +15,7 @@ from assets.metadata import excluded_metadata, partition_check, summary_inputs, 
 from embedpyramid.code_version import function_version
 from embedpyramid.config.tasks import task_family_module
 from embedpyramid.hashing import sha256_table
-from embedpyramid.reports.tables import markdown_table
+from embedpyramid.rendering.tables import markdown_table
 from graphbase.facets import MODEL_CARD, TASK_COMPARISON, TASK_FACETS, facet_deps
 from graphbase.freshness import EVALUATE_WHEN_STALE, SUMMARIZE_WHEN_STALE
 from graphbase.partitions import (
@@ -118,7 +118,7 @@ def task_comparisons(context: dg.AssetExecutionContext, project: ProjectResource
     """Every evaluated (card, task dataset) gathered — per-item rows, summaries, pair sanity —
     and each model against the baseline: the paired comparisons of the per-item values (CI, d_z,
     Holm, verdicts) and the paired bootstrap of every whole-set statistic."""
-    from embedpyramid.tasks.summary import summarize_tasks, tasks_summary_dir
+    from embedpyramid.tasks.comparison import summarize_tasks, tasks_summary_dir
 
     inputs = summary_inputs(context, project.config, project.data_dir)
     summary = summarize_tasks(project.config, project.store, inputs)

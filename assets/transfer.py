@@ -55,7 +55,7 @@ def benchmark_transfer(context: dg.AssetExecutionContext, project: ProjectResour
     from their L2 results) and compares every public × own pair: Kendall's τ_b and Spearman's ρ with
     bootstrap intervals, the probability that the public winner is the own winner, the flipped
     model pairs. Also checks every published score against this run (the ``reproduction`` table)."""
-    from embedpyramid.reports.summary import evaluated_partitions
+    from embedpyramid.summary.comparisons import evaluated_partitions
     from embedpyramid.transfer.level import evaluate_transfer, transfer_dir, transfer_verdicts, write_level
 
     config, store = project.config, project.store

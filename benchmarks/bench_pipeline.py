@@ -74,13 +74,13 @@ from embedpyramid.encode import encode_texts, load_encoder, postprocess  # noqa:
 from embedpyramid.geometry.normalization import normalization_price  # noqa: E402
 from embedpyramid.geometry.norms import geometry_report  # noqa: E402
 from embedpyramid.hashing import sha256_json  # noqa: E402
-from embedpyramid.reports.regressions import regressions  # noqa: E402
 from embedpyramid.retrieval.metrics import evaluate_run  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk, run_table, search_metric  # noqa: E402
 from embedpyramid.serving import build_index, build_seeds, evaluate_spec, resolve_metric, search_sweep  # noqa: E402
 from embedpyramid.stats.comparisons import compare_models  # noqa: E402
 from embedpyramid.stats.pairing import query_deltas  # noqa: E402
 from embedpyramid.store import ArtifactStore  # noqa: E402
+from embedpyramid.summary.regressions import regressions  # noqa: E402
 from graphbase.instance import open_instance  # noqa: E402
 from graphbase.warm import WARM_MEMO  # noqa: E402
 from pipelines.runner import run_pipeline  # noqa: E402

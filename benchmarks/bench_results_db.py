@@ -4,7 +4,7 @@ Workload (defaults): N synthetic (model, dataset) partitions over 10 datasets, e
 per-query metrics (``--queries`` queries x 6 metrics) and its top-``--depth`` run, written as
 Parquet like the pipeline's artefacts; the qrels of each dataset. For each N, in a fresh folder:
 
-- ``scratch``: :func:`embedpyramid.reports.results.build_results_db` with no database there
+- ``scratch``: :func:`embedpyramid.summary.results.build_results_db` with no database there
   (what every summary did before the database was updated file by file);
 - ``update``: one more partition is written (a new model on one dataset) and the database is
   built again over the N + 1 partitions, starting from the one just built.
@@ -39,7 +39,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from embedpyramid.reports.results import INCREMENTAL, EvaluatedPartition, build_results_db
+from embedpyramid.current_inputs import EvaluatedPartition
+from embedpyramid.summary.results import INCREMENTAL, build_results_db
 
 METRICS = ["nDCG@10", "Recall@10", "MAP@100", "MRR@10", "P@1", "Recall@100"]
 DATASETS = 10

@@ -76,8 +76,9 @@ import torch  # noqa: E402, F401  (imported first, so thread_limit below also li
 from bench_ann import synthetic_corpus  # noqa: E402
 from threadpoolctl import threadpool_info  # noqa: E402
 
+from embedpyramid.config import MetricConventions, parse_measure
 from embedpyramid.encode import thread_limit  # noqa: E402
-from embedpyramid.retrieval.metrics import MetricConventions, evaluate_run, parse_measure  # noqa: E402
+from embedpyramid.retrieval.metrics import evaluate_run  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk, product_blas, run_table  # noqa: E402
 from embedpyramid.serving import faiss_thread_limit  # noqa: E402
 

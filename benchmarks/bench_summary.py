@@ -83,7 +83,7 @@ import yaml  # noqa: E402
 from graph_helpers import beir_folder, quick_protocol, requested_by_automation, toy  # noqa: E402
 
 from embedpyramid.config.selection import select_datasets, select_models  # noqa: E402
-from embedpyramid.inputs import INPUTS_DIGEST  # noqa: E402
+from embedpyramid.current_inputs import INPUTS_DIGEST  # noqa: E402
 from embedpyramid.store import read_frame  # noqa: E402
 from graphbase.dagster_internals import DATA_VERSION_TAG  # noqa: E402
 from graphbase.freshness import Freshness, observe_config  # noqa: E402

@@ -26,7 +26,8 @@ from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
 from embedpyramid.encode import EncodeError
 from embedpyramid.progress import ProgressDisplay, showing
-from embedpyramid.reports.results import (
+from embedpyramid.store import ArtifactStore, CorruptFileError, DataFolderBusy, RunHistoryError, store_path
+from embedpyramid.summary.results import (
     QueryError,
     ResultsBusyError,
     format_leaderboard,
@@ -34,7 +35,6 @@ from embedpyramid.reports.results import (
     query_results,
     read_leaderboard,
 )
-from embedpyramid.store import ArtifactStore, CorruptFileError, DataFolderBusy, RunHistoryError, store_path
 
 EXIT_FAILURES, EXIT_ERROR, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -191,8 +191,8 @@ def _environment_error(error: OSError) -> str | None:
 def _print_verdict(store: ArtifactStore) -> None:
     """The pyramid overview, the verdict of every dataset, then where the report is: the last
     thing ``run`` prints."""
-    from embedpyramid.reports.overview import read_overview
-    from embedpyramid.reports.verdict import verdict_texts
+    from embedpyramid.summary.overview import read_overview
+    from embedpyramid.summary.report import verdict_texts
 
     overview = read_overview(store.report_dir)
     if overview:

@@ -35,7 +35,7 @@ import polars as pl
 from embedpyramid.config import ResolvedModel
 from embedpyramid.data import FrozenDataset, encoding_inputs
 from embedpyramid.encode import Encoder, cached_embedding_path, read_embedding_metadata, thread_limit
-from embedpyramid.reports.svg import svg_document, svg_text
+from embedpyramid.rendering.svg import svg_document, svg_text
 from embedpyramid.store import ArtifactStore, read_table_metadata, write_parquet
 
 FLOAT32_BYTES = 4

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from embedpyramid.config import ProjectConfig
 from embedpyramid.config.base import resolve_path
 from embedpyramid.config.tasks import TASK_FAMILIES
+from embedpyramid.current_inputs import ann_asset_name, system_asset_name, task_datasets_name
 from embedpyramid.data import source_files
 from embedpyramid.hashing import sha256_json
-from embedpyramid.inputs import ann_asset_name, system_asset_name, task_datasets_name
 
 if TYPE_CHECKING:
     import dagster as dg

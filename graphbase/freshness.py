@@ -47,8 +47,8 @@ from typing import Any, Literal
 import dagster as dg
 
 from embedpyramid.config import ProjectConfig
+from embedpyramid.current_inputs import INPUTS_DIGEST, ExcludedInput, SummaryInputs
 from embedpyramid.hashing import sha256_json
-from embedpyramid.inputs import INPUTS_DIGEST, ExcludedInput, SummaryInputs
 from embedpyramid.store import ArtifactStore, read_json
 from graphbase.dagster_internals import (
     DATA_VERSION_TAG,
@@ -328,7 +328,7 @@ class Freshness:
 
     def inputs_digest(self, summary: dg.AssetKey, partition: str | None = None) -> str:
         """The sha256 of the summary's input partitions that have a materialization (recorded
-        with each summary: :data:`~embedpyramid.inputs.INPUTS_DIGEST`)."""
+        with each summary: :data:`~embedpyramid.current_inputs.INPUTS_DIGEST`)."""
         return self._digest(self.input_partitions(summary, partition))
 
     def _digest(self, inputs: list[tuple[dg.AssetKey, str]]) -> str:

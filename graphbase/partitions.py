@@ -21,7 +21,7 @@ import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig
 from embedpyramid.config.tasks import TASK_FAMILIES
-from embedpyramid.inputs import (
+from embedpyramid.current_inputs import (
     ann_asset_name,
     pair_sanity_asset_name,
     system_asset_name,

@@ -40,7 +40,7 @@ from embedpyramid.config import ProjectConfig, ResolvedModel, load_config
 from embedpyramid.config.base import yaml_sources
 from embedpyramid.config.selection import select_datasets, select_models
 from embedpyramid.hashing import sha256_json
-from embedpyramid.reports.tables import first_few
+from embedpyramid.rendering.tables import first_few
 from embedpyramid.store import DataFolderBusy, StorePath, is_local, read_json, store_path, write_json
 from graphbase.facets import facet_versions
 from graphbase.home import BINDING_FILE, INSTANCE_YAML, DataFolderLock, instance_home

@@ -33,8 +33,8 @@ import dagster as dg
 from embedpyramid import progress
 from embedpyramid.config import ProjectConfig, ResolvedModel, load_config
 from embedpyramid.config.selection import select_datasets, select_models
-from embedpyramid.inputs import excluded_keys
-from embedpyramid.reports.tables import first_few
+from embedpyramid.current_inputs import excluded_keys
+from embedpyramid.rendering.tables import first_few
 from embedpyramid.store import ArtifactStore, StorePath, store_path
 from graphbase.dagster_internals import release_connections
 from graphbase.freshness import (

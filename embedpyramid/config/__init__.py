@@ -23,6 +23,7 @@ from embedpyramid.config.base import (
     SAFE_NAME_HELP,
     ConfigError,
 )
+from embedpyramid.config.conventions import TIE_RULES, MetricConventions
 from embedpyramid.config.datasets import (
     AnyDataset,
     BeirDataset,
@@ -48,6 +49,7 @@ from embedpyramid.config.judge import (
     PowerConfig,
     load_downstream_config,
 )
+from embedpyramid.config.measures import Measure, default_measures, parse_measure
 from embedpyramid.config.models import (
     ApiSettings,
     BedrockSource,
@@ -95,6 +97,7 @@ __all__ = [
     "SAFE_NAME",
     "SAFE_NAME_HELP",
     "TASK_FAMILIES",
+    "TIE_RULES",
     "AnalysisConfig",
     "AnnConfig",
     "AnnSettings",
@@ -117,6 +120,8 @@ __all__ = [
     "HubSource",
     "IndexSpec",
     "JudgeConfig",
+    "Measure",
+    "MetricConventions",
     "LeeDataset",
     "ModelCard",
     "MtebDataset",
@@ -140,6 +145,7 @@ __all__ = [
     "Task",
     "TaskSettings",
     "canonical_metric",
+    "default_measures",
     "has_data",
     "Similarity",
     "load_ann_config",
@@ -148,5 +154,6 @@ __all__ = [
     "load_downstream_config",
     "load_models",
     "load_protocol",
+    "parse_measure",
     "resolve_source",
 ]

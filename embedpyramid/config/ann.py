@@ -23,8 +23,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from embedpyramid.config.base import SAFE_NAME, SAFE_NAME_HELP, ConfigError, Strict, format_validation, read_yaml
+from embedpyramid.config.measures import Measure, parse_measure
 from embedpyramid.config.models import Similarity
-from embedpyramid.retrieval.metrics.measures import Measure, parse_measure
 
 SpecKind = Literal["faiss", "binary", "int8"]
 

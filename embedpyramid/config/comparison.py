@@ -4,7 +4,7 @@ baseline card resolved and the dataset's slices and resampling groups.
 :class:`ComparisonSettings` extends :class:`~embedpyramid.config.protocol.ComparisonConfig`, the
 block a user writes in ``protocol.yaml``, with what only a dataset knows; every function that
 pairs, tests or lists models (:mod:`embedpyramid.stats.comparisons`,
-:mod:`embedpyramid.stats.hsd_tables`, :mod:`embedpyramid.reports.regressions`) takes it.
+:mod:`embedpyramid.stats.hsd_tables`, :mod:`embedpyramid.summary.regressions`) takes it.
 :func:`comparison_settings` derives it from a config folder, every field of the protocol's block
 carried over as it is.
 

@@ -9,10 +9,10 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from embedpyramid.config.base import Strict, format_validation, read_yaml
+from embedpyramid.config.conventions import MetricConventions
 from embedpyramid.config.datasets import AnyDataset
+from embedpyramid.config.measures import Measure, default_measures
 from embedpyramid.config.tasks import MTEB_VERSION
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
-from embedpyramid.retrieval.metrics.measures import Measure, default_measures
 
 
 class SearchSettings(Strict):

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from embedpyramid.config.base import Strict
-from embedpyramid.retrieval.metrics.measures import parse_measure
+from embedpyramid.config.measures import parse_measure
 
 CORRELATION_METRICS: tuple[str, ...] = ("Spearman", "Pearson")
 """Dataset-level measures that are not retrieval measures: the STS correlations of model

@@ -1,5 +1,5 @@
 """The reserved slice names of the comparisons table, apart from the statistics that fill it, so
-that what only displays a table (:mod:`embedpyramid.reports.tables`) does not import them."""
+that what only displays a table (:mod:`embedpyramid.rendering.tables`) does not import them."""
 
 ALL_QUERIES = "all"
 """``slice_column`` and ``slice_value`` of the row that covers every query of the pair."""

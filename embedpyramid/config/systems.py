@@ -45,9 +45,9 @@ from embedpyramid.config.base import (
     read_yaml,
     resolve_path,
 )
+from embedpyramid.config.measures import parse_measure
 from embedpyramid.config.models import HubSource, PackageSource, PathSource, ResolvedModel, package_version
 from embedpyramid.hashing import sha256_json
-from embedpyramid.retrieval.metrics.measures import parse_measure
 
 if TYPE_CHECKING:
     from embedpyramid.config.ann import AnnConfig

@@ -15,17 +15,30 @@ from embedpyramid.config.base import Strict
 
 Task = Literal["retrieval", "sts", "pair_classification", "classification", "clustering", "bitext"]
 TASK_FAMILIES: tuple[str, ...] = ("sts", "pair_classification", "classification", "clustering", "bitext")
+FAMILY_FUNCTIONS: dict[str, dict[str, str]] = {
+    "sts": {"evaluate": "embedpyramid.tasks.sts:evaluate_sts", "compare": "embedpyramid.tasks.sts:compare_sts"},
+    "pair_classification": {"evaluate": "embedpyramid.tasks.pair_classification:evaluate_pair_classification",
+                            "compare": "embedpyramid.tasks.pair_classification:compare_pair_classification"},
+    "classification": {"evaluate": "embedpyramid.tasks.classification:evaluate_classification",
+                       "compare": "embedpyramid.tasks.classification:compare_classification"},
+    "clustering": {"evaluate": "embedpyramid.tasks.clustering:evaluate_clustering",
+                   "compare": "embedpyramid.tasks.clustering:compare_clustering"},
+    "bitext": {"evaluate": "embedpyramid.tasks.bitext:evaluate_bitext", "compare": "embedpyramid.tasks.bitext:compare_bitext"},
+}
+"""Each L2 task family's evaluation and statistic comparison, as ``module:function``. The module is
+imported when its family is evaluated (:func:`embedpyramid.tasks.level.evaluate_task`,
+``compare_task``), so each family's asset runs (and its code version names) its own family's
+source only."""
 
 
 def task_family_module(task: str) -> str:
-    """The module of an L2 task family, ``embedpyramid.tasks.<task>``, which defines
-    ``evaluate_<task>`` and ``compare_<task>``. :func:`embedpyramid.tasks.level.evaluate_task` and
-    ``compare_task`` import it by this name, so each family's asset runs its own family's source
-    only; the code version of whatever calls them names the families it reaches (the versions
-    read import statements, not names: :mod:`embedpyramid.code_version`)."""
-    if task not in TASK_FAMILIES:
-        raise ValueError(f"task {task!r} is not an L2 task family; allowed: {', '.join(TASK_FAMILIES)}")
-    return f"embedpyramid.tasks.{task}"
+    """The module of an L2 task family (``embedpyramid.tasks.<task>``): the code version of an
+    asset that evaluates a family names it, since the versions read import statements, not
+    :data:`FAMILY_FUNCTIONS` (:mod:`embedpyramid.code_version`)."""
+    if task not in FAMILY_FUNCTIONS:
+        raise ValueError(f"task {task!r} is not an L2 task family; allowed: {', '.join(FAMILY_FUNCTIONS)}")
+    return FAMILY_FUNCTIONS[task]["evaluate"].partition(":")[0]
+
 
 BitextScoring = Literal["nearest", "margin", "csls"]
 Protocol = Literal["project", "mteb"]
@@ -53,7 +66,7 @@ class RetrievalSettings(Strict):
     the run under protocol.yaml's conventions; ``protocol: mteb`` follows mteb 2.26's
     ``AbsTaskRetrieval`` exactly (:data:`MTEB_VERSION`): the search keeps the larger doc ids
     among documents tied at its cut, as MTEB's heap does, and the metrics follow
-    :meth:`embedpyramid.retrieval.metrics.conventions.MetricConventions.mteb` — pytrec_eval's
+    :meth:`embedpyramid.config.conventions.MetricConventions.mteb` — pytrec_eval's
     order and measures over every query with qrels (one whose qrels are all grade 0 scores 0),
     the run cut at ``top_k`` before the dataset's ``drop_self_hits`` (the task's
     ``ignore_identical_ids``) drops self-hits. ``top_k`` is MTEB's search depth, the largest of

@@ -23,6 +23,7 @@ from embedpyramid.data.frozen import (
     PAIRS_SCHEMA,
     TEXTS_SCHEMA,
     RawDataset,
+    TaskError,
     TaskTables,
     dataset_version,
     document_texts,
@@ -35,6 +36,7 @@ from embedpyramid.data.frozen import (
     task_encoding_inputs,
     task_tables,
     verify_frozen,
+    trec_id_problem,
     verify_task_frozen,
 )
 from embedpyramid.data.gold_answers import dataset_gold_answers, gold_answers_from_relevant_documents
@@ -57,6 +59,7 @@ __all__ = [
     "PAIRS_SCHEMA",
     "RawDataset",
     "TEXTS_SCHEMA",
+    "TaskError",
     "TaskTables",
     "chatterbot_directory",
     "dataset_gold_answers",
@@ -87,5 +90,6 @@ __all__ = [
     "task_encoding_inputs",
     "task_tables",
     "verify_frozen",
+    "trec_id_problem",
     "verify_task_frozen",
 ]

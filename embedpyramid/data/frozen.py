@@ -23,6 +23,21 @@ class DataError(ValueError):
     """Bad input data; the message names the file, the line or the id, and what to do."""
 
 
+class TaskError(ValueError):
+    """Task inputs that cannot be evaluated; the message names the dataset, the ids and the fix."""
+
+
+def trec_id_problem(identifier: str) -> str | None:
+    """Why ``identifier`` cannot be a field of a TREC file (None when it can)."""
+    if not identifier:
+        return "it is empty"
+    if any(character.isspace() for character in identifier):
+        return "it contains whitespace, which separates the columns of TREC files"
+    if not identifier.isprintable():
+        return "it contains a control character"
+    return None
+
+
 CORPUS_SCHEMA = pa.schema([("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 QRELS_SCHEMA = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("relevance", pa.int32())])
 GOLD_ANSWERS_SCHEMA = pa.schema([("query_id", pa.string()), ("answer", pa.string())])

@@ -103,11 +103,11 @@ def _check_task_settings(spec: AnyDataset, tables: TaskTables, where: str) -> No
     allowed range: when the dataset is loaded to be frozen, before any encode."""
     # Imported here: the task families build on this package (and only these two read sizes).
     if spec.task == "classification":
-        from embedpyramid.tasks.sizes import check_classification
+        from embedpyramid.data.task_sizes import check_classification
 
         check_classification(pl.from_arrow(tables.texts).select("text_id", "label"), spec.task_settings, where)
     elif spec.task == "bitext" and tables.pairs is not None:
-        from embedpyramid.tasks.sizes import check_bitext
+        from embedpyramid.data.task_sizes import check_bitext
 
         check_bitext(pl.from_arrow(tables.pairs), spec.task_settings, where)
 

@@ -25,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from embedpyramid.config import CRITERION_DESCRIPTIONS, GeneratorConfig, JudgeConfig
+from embedpyramid.config.conventions import MetricConventions
 from embedpyramid.data import document_texts
 from embedpyramid.downstream.agreement import judge_agreement
 from embedpyramid.downstream.answer_metrics import answer_metrics
@@ -36,7 +37,6 @@ from embedpyramid.downstream.http_generator import HttpGenerator
 from embedpyramid.downstream.http_judge import HttpJudge
 from embedpyramid.downstream.judge import Judge, Judgement, judge_metric
 from embedpyramid.downstream.qrels_judge import NO_RELEVANT, QrelsJudge
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.store import PER_QUERY_SCHEMA, read_frame, read_table_metadata, write_json, write_parquet
 
 GENERATOR_MALFORMED = "the generator's reply was malformed"

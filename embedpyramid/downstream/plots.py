@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from embedpyramid.downstream.descriptive import ALL_CRITERIA
-from embedpyramid.reports.svg import svg_document, svg_text
+from embedpyramid.rendering.svg import svg_document, svg_text
 
 _LOW, _HIGH = 1.0, 5.0
 _BOX = "#2166ac"

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from embedpyramid.config import CRITERION_DESCRIPTIONS
+from embedpyramid.config.conventions import MetricConventions
 from embedpyramid.downstream.answers import Answer
 from embedpyramid.downstream.context import Context
 from embedpyramid.downstream.judge import Judgement
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.ndcg import graded_gain, ndcg_at_k
 
 NO_RELEVANT = "no qrel at or above the relevance threshold"

@@ -19,8 +19,8 @@ from embedpyramid.data import FrozenDataset, document_texts
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry.normalization import BASELINE, NormalizationPrice, normalization_price
 from embedpyramid.geometry.norms import GeometryReport, geometry_report, vector_norms
-from embedpyramid.reports.report import Figure, ReportSection
-from embedpyramid.reports.svg import histogram_svg
+from embedpyramid.rendering.document import Figure, ReportSection
+from embedpyramid.rendering.svg import histogram_svg
 from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
 
 PRICE_METRICS = ("nDCG@10", "Recall@10", "MRR@10")

@@ -31,11 +31,11 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from embedpyramid.config.conventions import MetricConventions
+from embedpyramid.config.measures import Measure
 from embedpyramid.encode import postprocess
 from embedpyramid.geometry.norms import N_QUINTILES, length_quintiles, vector_norms
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.evaluate import evaluate_run
-from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.search import exact_topk, run_table
 from embedpyramid.stats.bootstrap import paired_bootstrap
 

@@ -20,11 +20,11 @@ import polars as pl
 import pyarrow as pa
 
 from embedpyramid.config import SearchSettings
+from embedpyramid.config.conventions import MetricConventions
+from embedpyramid.config.measures import Measure
 from embedpyramid.data import FrozenDataset
 from embedpyramid.encode import embedding_rows, iter_embedding_blocks, read_embeddings
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.evaluate import RetrievalEvaluation, evaluate_run
-from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.search import Metric, TiesAtCut, exact_topk, run_table
 from embedpyramid.store import PER_QUERY_SCHEMA, read_frame, read_table_metadata, write_parquet
 

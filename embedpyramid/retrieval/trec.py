@@ -4,8 +4,8 @@ The format is whitespace-separated, so an id holding a space, a tab or a line br
 columns and trec_eval would read the wrong fields. Such ids are refused rather than rewritten:
 any reversible escape (``a b`` → ``a%20b``) would also have to rewrite ids that hold the escape
 character, and those would then silently stop matching the user's own TREC qrels. The loaders
-refuse them at load time (:func:`trec_id_problem`), before anything is computed, and the export
-refuses them again for runs from elsewhere.
+refuse them at load time (:func:`embedpyramid.data.frozen.trec_id_problem`), before anything is computed,
+and the export refuses them again for runs from elsewhere.
 
 Reference: the run format read by trec_eval (https://github.com/usnistgov/trec_eval, README).
 """
@@ -16,18 +16,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from embedpyramid.data.frozen import trec_id_problem
 from embedpyramid.store import atomic_path
-
-
-def trec_id_problem(identifier: str) -> str | None:
-    """Why ``identifier`` cannot be a field of a TREC file (None when it can)."""
-    if not identifier:
-        return "it is empty"
-    if any(character.isspace() for character in identifier):
-        return "it contains whitespace, which separates the columns of TREC files"
-    if not identifier.isprintable():
-        return "it contains a control character"
-    return None
 
 
 def write_trec_run(run: pa.Table, target: Path, tag: str) -> Path:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
+from embedpyramid.config.conventions import MetricConventions
+from embedpyramid.config.measures import Measure
 from embedpyramid.retrieval.metrics.evaluate import evaluate_run
-from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.search import Metric, run_table
 from embedpyramid.serving.index import BuiltIndex
 from embedpyramid.serving.recall import ann_recall_at_k

@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape
 
 import polars as pl
 
-from embedpyramid.reports.svg import svg_document, svg_text
+from embedpyramid.rendering.svg import svg_document, svg_text
 
 RECALL_TOLERANCE = 1e-9
 """A mean recall within this of a target meets it (means of k-ths are not exact in binary)."""

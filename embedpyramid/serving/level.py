@@ -34,7 +34,7 @@ from embedpyramid.encode import (
     read_embedding_metadata,
     read_embeddings,
 )
-from embedpyramid.reports.report import Figure, ReportSection
+from embedpyramid.rendering.document import Figure, ReportSection
 from embedpyramid.retrieval.search import search_metric
 from embedpyramid.serving.evaluate import SpecEvaluation, evaluate_spec
 from embedpyramid.serving.frontier import frontier, frontier_svg, qps_at_recall

@@ -6,7 +6,7 @@ Every comparison is derived from the long per-query table
 within one dataset and system; the per-query delta is ``value_b - value_a`` with ``model_a``
 the baseline (or, for all pairs, the earlier model), and a delta within ``tie_epsilon`` of 0 is
 exactly 0. :mod:`embedpyramid.stats.comparisons`, :mod:`embedpyramid.stats.hsd_tables` and
-:mod:`embedpyramid.reports.regressions` all read the table through here.
+:mod:`embedpyramid.summary.regressions` all read the table through here.
 """
 
 from __future__ import annotations

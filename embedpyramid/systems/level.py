@@ -23,6 +23,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from embedpyramid.config.conventions import MetricConventions
+from embedpyramid.config.measures import Measure, parse_measure
 from embedpyramid.config.systems import (
     EXACT,
     BiEncoderSystem,
@@ -35,9 +37,7 @@ from embedpyramid.config.systems import (
 )
 from embedpyramid.data import FrozenDataset, document_texts
 from embedpyramid.retrieval.level import ScoredRun, scored_run
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.evaluate import evaluate_run
-from embedpyramid.retrieval.metrics.measures import Measure, parse_measure
 from embedpyramid.retrieval.trec import write_trec_run
 from embedpyramid.store import ArtifactStore, read_frame, write_parquet
 from embedpyramid.systems.bm25 import bm25_search, build_bm25_index

@@ -7,7 +7,6 @@ from embedpyramid.tasks.common import (
     PER_SEED_SCHEMA,
     STATISTIC_COMPARISON_SCHEMA,
     SUMMARY_SCHEMA,
-    TaskError,
     TaskResult,
 )
 from embedpyramid.tasks.level import (
@@ -24,7 +23,6 @@ __all__ = [
     "PER_SEED_SCHEMA",
     "STATISTIC_COMPARISON_SCHEMA",
     "SUMMARY_SCHEMA",
-    "TaskError",
     "TaskResult",
     "compare_task",
     "evaluate_task",

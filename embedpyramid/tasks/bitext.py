@@ -37,11 +37,11 @@ from scipy import stats
 from sklearn import metrics as skm
 
 from embedpyramid.config.tasks import MTEB_VERSION, BitextSettings
+from embedpyramid.data import TaskError
 from embedpyramid.tasks.classification import compare_labels
 from embedpyramid.tasks.common import (
     ALL,
     SCORE_RULE,
-    TaskError,
     TaskResult,
     comparison_frame,
     empty_per_seed,

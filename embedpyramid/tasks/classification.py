@@ -46,18 +46,18 @@ from sklearn.neighbors import KNeighborsClassifier
 from threadpoolctl import threadpool_limits
 
 from embedpyramid.config.tasks import MTEB_VERSION, ClassificationSettings
+from embedpyramid.data import TaskError
+from embedpyramid.data.task_sizes import stratified_items
 from embedpyramid.stats.statistic import StatisticComparison, paired_statistic_bootstrap
 from embedpyramid.tasks.common import (
     ALL,
     PER_SEED_SCHEMA,
-    TaskError,
     TaskResult,
     comparison_frame,
     paired_predictions,
     per_item_frame,
     summarize_seeds,
 )
-from embedpyramid.tasks.sizes import stratified_items
 from embedpyramid.vectors import TextVectors
 
 SYSTEMS = ("knn", "probe")

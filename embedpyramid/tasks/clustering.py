@@ -36,11 +36,11 @@ from sklearn.cluster import KMeans, MiniBatchKMeans
 from threadpoolctl import threadpool_limits
 
 from embedpyramid.config.tasks import MTEB_VERSION, ClusteringSettings
+from embedpyramid.data import TaskError
 from embedpyramid.stats.statistic import paired_statistic_bootstrap
 from embedpyramid.tasks.common import (
     ALL,
     PER_SEED_SCHEMA,
-    TaskError,
     TaskResult,
     comparison_frame,
     empty_per_item,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from embedpyramid.data.frozen import TaskError
 from embedpyramid.store import PER_QUERY_SCHEMA
 
 if TYPE_CHECKING:
@@ -93,10 +94,6 @@ def mteb_pair_similarity(first: np.ndarray, second: np.ndarray, similarity: str)
     if similarity == "l2":
         return -np.linalg.norm(a - b, axis=1)
     raise TaskError(f"unknown similarity {similarity!r}; allowed: {', '.join(SCORE_RULE)}")
-
-
-class TaskError(ValueError):
-    """Task inputs that cannot be evaluated; the message names the dataset, the ids and the fix."""
 
 
 @dataclass(frozen=True, eq=False)

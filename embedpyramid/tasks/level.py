@@ -28,11 +28,11 @@ from embedpyramid.config import (
     ResolvedModel,
     StsSettings,
 )
-from embedpyramid.config.tasks import task_family_module
-from embedpyramid.data import FrozenDataset, task_encoding_inputs
+from embedpyramid.config.tasks import FAMILY_FUNCTIONS
+from embedpyramid.data import FrozenDataset, TaskError, task_encoding_inputs
 from embedpyramid.encode import EmbeddingTable, Encoder, Kind, Progress, embed_table, read_embeddings, table_path
 from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata, write_parquet
-from embedpyramid.tasks.common import TaskError, TaskResult
+from embedpyramid.tasks.common import TaskResult
 from embedpyramid.vectors import TextVectors
 
 RESULT_TABLES = ("per_item", "predictions", "summary", "per_seed")
@@ -41,8 +41,10 @@ PAIR_SEPARATOR = " ⟷ "
 
 
 def _family_function(task: str, role: str) -> Callable[..., Any]:
-    """``<role>_<task>`` of the family's module, imported by name: see :func:`~embedpyramid.config.tasks.task_family_module`."""
-    return getattr(importlib.import_module(task_family_module(task)), f"{role}_{task}")
+    """The family's ``role`` function (:data:`~embedpyramid.config.tasks.FAMILY_FUNCTIONS`), its
+    module imported now."""
+    module, _, name = FAMILY_FUNCTIONS[task][role].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def tasks_dir(store: ArtifactStore, dataset: str, model_key: str) -> Path:

@@ -33,11 +33,11 @@ from sklearn import metrics as skm
 from sklearn.metrics import pairwise
 
 from embedpyramid.config.tasks import MTEB_VERSION, PairClassificationSettings
+from embedpyramid.data import TaskError
 from embedpyramid.stats.statistic import paired_statistic_bootstrap
 from embedpyramid.tasks.common import (
     ALL,
     SCORE_RULE,
-    TaskError,
     TaskResult,
     compared_system,
     comparison_frame,

@@ -27,9 +27,9 @@ from embedpyramid.config import (
     ResolvedModel,
 )
 from embedpyramid.config.transfer import transfer_settings
+from embedpyramid.current_inputs import SummaryInputs, task_asset_name
 from embedpyramid.data import FrozenDataset, open_frozen
-from embedpyramid.inputs import SummaryInputs, task_asset_name
-from embedpyramid.reports.report import ReportSection
+from embedpyramid.rendering.document import ReportSection
 from embedpyramid.retrieval.level import PER_QUERY_SCHEMA, read_metrics_manifest
 from embedpyramid.store import ArtifactStore, read_frame, read_table, read_table_metadata, write_parquet
 from embedpyramid.tasks.level import read_task_result, tasks_dir

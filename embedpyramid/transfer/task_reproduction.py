@@ -16,7 +16,7 @@ import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.config.references import TASK_REFERENCE_METRICS
-from embedpyramid.inputs import SummaryInputs, task_asset_name
+from embedpyramid.current_inputs import SummaryInputs, task_asset_name
 from embedpyramid.store import ArtifactStore
 from embedpyramid.tasks.common import ALL, TaskResult
 from embedpyramid.tasks.level import read_task_result, tasks_dir

@@ -13,6 +13,7 @@ from embedpyramid.data import (
     load_chatterbot,
     load_configured_dataset,
     open_frozen,
+    trec_id_problem,
     verify_frozen,
 )
 
@@ -256,3 +257,10 @@ def test_empty_texts_as_an_error_name_the_line_and_the_option(tmp_path):
         load_beir(write_beir(tmp_path, EMPTY_CORPUS, QUERIES, QRELS), spec)
     with pytest.raises(DataError, match=r"queries\.jsonl:4: query 'q4' has an empty text; set empty_texts: keep"):
         load_beir(write_beir(tmp_path, CORPUS, EMPTY_QUERIES, QRELS), spec)
+
+
+def test_trec_id_problem():
+    assert trec_id_problem("<dbpedia:100%_Pure_Love>") is None
+    assert trec_id_problem("é-ü") is None
+    assert "whitespace" in trec_id_problem("a\u00a0b")
+    assert trec_id_problem("") == "it is empty"

@@ -5,7 +5,7 @@ import json
 
 import polars as pl
 
-from embedpyramid.inputs import ExcludedInput, SummaryInputs, excluded_keys, provenance_table, system_asset_name
+from embedpyramid.current_inputs import ExcludedInput, SummaryInputs, excluded_keys, provenance_table, system_asset_name
 from embedpyramid.store import ArtifactStore, write_json
 
 STALE = ExcludedInput("retrieval_metrics", "tiny", "a@1", "stale", "frozen_dataset [tiny] has a new data version")

@@ -21,8 +21,8 @@ from graph_helpers import beir_folder, quick_protocol, small_ann, toy
 
 from embedpyramid.cli import main
 from embedpyramid.config import load_config
-from embedpyramid.reports.results import read_leaderboard
 from embedpyramid.store import DataFolderBusy
+from embedpyramid.summary.results import read_leaderboard
 from graphbase.home import DataFolderLock
 from graphbase.instance import PID_TAG, open_instance
 from graphbase.partitions import model_dataset_key

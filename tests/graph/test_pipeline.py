@@ -14,11 +14,10 @@ from graph_helpers import plan_and_automation
 from readme import commands_of
 
 from embedpyramid.cli import main
-from embedpyramid.config import ConfigError, load_config
+from embedpyramid.config import ConfigError, load_config, parse_measure
 from embedpyramid.data import open_frozen
 from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.retrieval.level import read_metrics_manifest
-from embedpyramid.retrieval.metrics import parse_measure
 from embedpyramid.store import ArtifactStore
 from graphbase.facets import CONFIG
 from graphbase.instance import bind

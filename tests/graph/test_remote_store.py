@@ -8,8 +8,8 @@ import pytest
 from graph_helpers import quick_protocol, small_ann, toy
 from upath import UPath
 
-from embedpyramid.reports.results import read_leaderboard
 from embedpyramid.store import local_file, read_frame
+from embedpyramid.summary.results import read_leaderboard
 from pipelines.runner import run_pipeline
 
 

@@ -8,7 +8,7 @@ import yaml
 from graph_helpers import plan_and_automation, quick_protocol
 
 from embedpyramid.config import load_config
-from embedpyramid.reports.tables import escape_markdown
+from embedpyramid.rendering.tables import escape_markdown
 from graphbase.instance import open_instance
 from graphbase.partitions import (
     model_dataset_key,

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embedpyramid.retrieval.metrics.measures import Measure
+from embedpyramid.config.measures import Measure
 
 _SATURATING = ("Recall", "Hit", "MRR", "MAP", "CompleteEvidence")
 

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from embedpyramid.config.conventions import MetricConventions
+from embedpyramid.config.measures import Measure
 from embedpyramid.retrieval.metrics.aliases import grade_structure, measure_aliases
 from embedpyramid.retrieval.metrics.average_precision import average_precision_at_k
 from embedpyramid.retrieval.metrics.complete_evidence import complete_evidence_at_k
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.hit import hit_at_k
 from embedpyramid.retrieval.metrics.judged import judged_at_k
-from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.metrics.ndcg import ndcg_at_k
 from embedpyramid.retrieval.metrics.precision import precision_at_k
 from embedpyramid.retrieval.metrics.r_precision import r_precision

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from embedpyramid.config.conventions import MetricConventions
+from embedpyramid.config.measures import Measure
 from embedpyramid.retrieval.metrics.aliases import grade_structure, measure_aliases
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.evaluate import RetrievalEvaluation, score_ranking
-from embedpyramid.retrieval.metrics.measures import Measure
 from embedpyramid.retrieval.metrics.ndcg import graded_gain
 from embedpyramid.retrieval.metrics.ranking import (
     TieGroups,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from embedpyramid.retrieval.metrics.conventions import MetricConventions
+from embedpyramid.config.conventions import MetricConventions
 from embedpyramid.retrieval.metrics.ndcg import graded_gain
 
 

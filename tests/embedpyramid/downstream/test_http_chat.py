@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from stub_server import Reply, StubServer
 
-from embedpyramid.config import ConfigError, EndpointConfig, GeneratorConfig, JudgeConfig
+from embedpyramid.config import ConfigError, EndpointConfig, GeneratorConfig, JudgeConfig, MetricConventions
 from embedpyramid.downstream import (
     Answer,
     ChatEndpoint,
@@ -23,7 +23,6 @@ from embedpyramid.downstream import (
     write_downstream,
 )
 from embedpyramid.http import HttpError
-from embedpyramid.retrieval.metrics import MetricConventions
 
 KEY = "sk-stub-5ecret-0123456789"
 ENDPOINT = {"url_env": "TEST_LLM_URL", "model_env": "TEST_LLM_MODEL", "key_env": "TEST_LLM_KEY",

@@ -3,6 +3,7 @@
 import polars as pl
 import pytest
 
+from embedpyramid.config import MetricConventions
 from embedpyramid.data import gold_answers_from_relevant_documents
 from embedpyramid.downstream import (
     ExtractiveGenerator,
@@ -13,7 +14,6 @@ from embedpyramid.downstream import (
     write_downstream,
 )
 from embedpyramid.downstream.level import qrels_mapping
-from embedpyramid.retrieval.metrics import MetricConventions
 
 CORPUS = pl.DataFrame({
     "doc_id": ["d1", "d2", "d3"], "title": ["", "", ""],

@@ -2,8 +2,8 @@ import math
 
 import pytest
 
+from embedpyramid.config import MetricConventions
 from embedpyramid.downstream import Answer, Context, Passage, QrelsJudge, score_to_grade
-from embedpyramid.retrieval.metrics import MetricConventions
 
 QRELS = {"q": {"a": 2, "b": 1, "c": 0, "d": 2}, "none": {"a": 0}}
 

@@ -7,11 +7,19 @@ import numpy as np
 import polars as pl
 import pytest
 
-from embedpyramid.config import AnalysisConfig, ChatterbotDataset, GeneratorConfig, JudgeConfig, load_config
+from embedpyramid.config import (
+    AnalysisConfig,
+    ChatterbotDataset,
+    GeneratorConfig,
+    JudgeConfig,
+    MetricConventions,
+    load_config,
+    parse_measure,
+)
 from embedpyramid.data import dataset_gold_answers, load_chatterbot
 from embedpyramid.downstream import analyse_grades, build_generator, build_judge, evaluate_downstream, score_to_grade
 from embedpyramid.encode import load_encoder
-from embedpyramid.retrieval.metrics import MetricConventions, evaluate_run, parse_measure
+from embedpyramid.retrieval.metrics import evaluate_run
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 SMALL_CATEGORIES = ["ai", "computers", "emotion", "science"]

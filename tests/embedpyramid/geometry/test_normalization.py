@@ -2,6 +2,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from embedpyramid.config import MetricConventions, default_measures
 from embedpyramid.geometry.normalization import (
     ALL_VARIANTS,
     BASELINE,
@@ -13,7 +14,6 @@ from embedpyramid.geometry.normalization import (
     pick_ratios,
     variant_topk,
 )
-from embedpyramid.retrieval.metrics import MetricConventions, default_measures
 from embedpyramid.retrieval.search import exact_topk
 
 

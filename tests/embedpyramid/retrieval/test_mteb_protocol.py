@@ -27,9 +27,10 @@ from mteb.mocks.mock_tasks.retrieval import MockRetrievalTask  # noqa: E402
 from mteb.models.abs_encoder import AbsEncoder  # noqa: E402
 from mteb.models.search_wrappers import SearchEncoderWrapper  # noqa: E402
 
+from embedpyramid.config import parse_measure
+from embedpyramid.config.conventions import MetricConventions  # noqa: E402
 from embedpyramid.config.tasks import MTEB_VERSION  # noqa: E402
-from embedpyramid.retrieval.metrics import evaluate_run, parse_measure  # noqa: E402
-from embedpyramid.retrieval.metrics.conventions import MetricConventions  # noqa: E402
+from embedpyramid.retrieval.metrics import evaluate_run  # noqa: E402
 from embedpyramid.retrieval.search import exact_topk, run_table  # noqa: E402
 
 TOLERANCE = 1e-6

@@ -3,7 +3,7 @@ import pytest
 import pytrec_eval
 
 from embedpyramid.retrieval.search import run_table
-from embedpyramid.retrieval.trec import trec_id_problem, write_trec_run
+from embedpyramid.retrieval.trec import write_trec_run
 
 
 def test_trec_export_writes_six_columns_with_exact_scores(tmp_path):
@@ -38,10 +38,3 @@ def test_ids_that_would_split_into_more_columns_are_refused(tmp_path, query_ids,
     with pytest.raises(ValueError, match=message):
         write_trec_run(run, tmp_path / "run.trec", tag=tag)
     assert list(tmp_path.iterdir()) == []
-
-
-def test_trec_id_problem():
-    assert trec_id_problem("<dbpedia:100%_Pure_Love>") is None
-    assert trec_id_problem("é-ü") is None
-    assert "whitespace" in trec_id_problem("a\u00a0b")
-    assert trec_id_problem("") == "it is empty"

@@ -7,8 +7,9 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from embedpyramid.config import parse_measure
 from embedpyramid.encode.tables import vectors_to_table
-from embedpyramid.retrieval.metrics import evaluate_run, parse_measure
+from embedpyramid.retrieval.metrics import evaluate_run
 from embedpyramid.retrieval.search import exact_topk, run_table
 from embedpyramid.serving import build_index, evaluate_spec, search_sweep
 from embedpyramid.serving.evaluate import PER_QUERY_SCHEMA, SUMMARY_SCHEMA
@@ -156,7 +157,7 @@ import sys, tracemalloc
 from pathlib import Path
 import numpy as np, polars as pl, pyarrow as pa
 from embedpyramid.config import IndexSpec
-from embedpyramid.retrieval.metrics import parse_measure
+from embedpyramid.config import parse_measure
 from embedpyramid.serving import build_index, evaluate_spec, search_sweep
 from embedpyramid.serving.vectors import TableVectors
 

@@ -5,10 +5,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from embedpyramid.config import load_config
+from embedpyramid.config import MetricConventions, load_config, parse_measure
 from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.config.systems import load_systems_config
-from embedpyramid.retrieval.metrics import MetricConventions, evaluate_run, parse_measure
+from embedpyramid.retrieval.metrics import evaluate_run
 from embedpyramid.retrieval.search import exact_topk, run_table
 from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata
 from embedpyramid.systems import (

@@ -4,8 +4,8 @@ import pytest
 from sklearn import metrics as skm
 
 from embedpyramid.config import ClassificationSettings
+from embedpyramid.data import TaskError
 from embedpyramid.tasks.classification import compare_classification, evaluate_classification, macro_f1_rows
-from embedpyramid.tasks.common import TaskError
 from embedpyramid.vectors import TextVectors
 
 SMALL = ClassificationSettings(k=1, folds=3, inner_folds=2, seeds=[0, 1], c_grid=[1.0, 10.0])

@@ -5,7 +5,7 @@ from sklearn import metrics as skm
 from task_vectors import merge, pair_vectors, pairs_frame
 
 from embedpyramid.config import PairClassificationSettings
-from embedpyramid.tasks.common import TaskError
+from embedpyramid.data import TaskError
 from embedpyramid.tasks.pair_classification import (
     average_precision_rows,
     binary_metrics_rows,

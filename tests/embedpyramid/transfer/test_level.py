@@ -7,8 +7,8 @@ import pytest
 from task_vectors import merge, pair_vectors, pairs_frame
 
 from embedpyramid.config import ConfigError, has_data, load_config
+from embedpyramid.current_inputs import SummaryInputs
 from embedpyramid.data import DataError, freeze_dataset, load_configured_dataset, load_squad
-from embedpyramid.inputs import SummaryInputs
 from embedpyramid.store import ArtifactStore, write_parquet
 from embedpyramid.tasks import tasks_dir, write_task_result
 from embedpyramid.tasks.sts import evaluate_sts

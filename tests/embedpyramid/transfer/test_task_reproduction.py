@@ -20,7 +20,7 @@ from embedpyramid.config.tasks import (
     PairClassificationSettings,
     StsSettings,
 )
-from embedpyramid.inputs import SummaryInputs
+from embedpyramid.current_inputs import SummaryInputs
 from embedpyramid.store import ArtifactStore
 from embedpyramid.tasks import tasks_dir, write_task_result
 from embedpyramid.tasks.bitext import evaluate_bitext

@@ -5,13 +5,8 @@ import math
 import polars as pl
 import pytest
 
-from embedpyramid.retrieval.metrics import (
-    Measure,
-    MetricConventions,
-    RetrievalEvaluation,
-    evaluate_run,
-    parse_measure,
-)
+from embedpyramid.config import Measure, MetricConventions, parse_measure
+from embedpyramid.retrieval.metrics import RetrievalEvaluation, evaluate_run
 
 LOG2_3 = math.log2(3)  # discount of rank 2 is 1/log2(3) = 0.63093; rank 3: 1/log2(4) = 0.5
 

@@ -9,13 +9,8 @@ import polars as pl
 import pytest
 import pytrec_eval
 
-from embedpyramid.retrieval.metrics import (
-    Measure,
-    MetricConventions,
-    default_measures,
-    evaluate_run,
-    random_ranking_floor,
-)
+from embedpyramid.config import Measure, MetricConventions, default_measures
+from embedpyramid.retrieval.metrics import evaluate_run, random_ranking_floor
 
 CUTOFFS = (1, 2, 3, 5, 10, 20)
 N_QUERIES = 40

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from embedpyramid.config.slices import ALL_QUERIES
-from embedpyramid.reports.templates import macro
+from embedpyramid.rendering.templates import macro
 
 _NUMERIC_TEXT = re.compile(r"^[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*\d[\s+\-−<>≤≥±\d.,%\[\]/∞×eE†–]*$")
 _FAMILY_LABELS = {"holm": "Holm", "bh": "BH"}

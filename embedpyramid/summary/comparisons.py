@@ -21,29 +21,25 @@ import pyarrow as pa
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
 from embedpyramid.config.comparison import comparison_settings
-from embedpyramid.data import FrozenDataset, open_frozen
-from embedpyramid.downstream.summary import collect_downstream, compare_downstream
-from embedpyramid.downstream.summary import report_sections as l6_sections
-from embedpyramid.downstream.summary import verdict_sentences as l6_verdicts
-from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path, pareto_front
-from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
-from embedpyramid.geometry.level import report_section as l1_section
-from embedpyramid.geometry.paths import l1_dir
-from embedpyramid.inputs import (
+from embedpyramid.current_inputs import (
     DOWNSTREAM_ANSWERS,
     EFFICIENCY,
     NORM_GEOMETRY,
     NORMALIZATION_PRICE,
     RETRIEVAL_METRICS,
     SERVING_FRONTIER,
+    EvaluatedPartition,
     SummaryInputs,
 )
-from embedpyramid.reports.environment import environment_section
-from embedpyramid.reports.overview import OVERVIEW_FILE, OverviewLine, pyramid_overview
-from embedpyramid.reports.regressions import REGRESSION_SCHEMA, regressions
-from embedpyramid.reports.report import ComparisonReport, Figure, ReportFiles, ReportSection, write_report
-from embedpyramid.reports.results import EvaluatedPartition, sort_metrics
-from embedpyramid.reports.verdict import VERDICT_FILE, dataset_verdicts
+from embedpyramid.data import FrozenDataset, open_frozen
+from embedpyramid.downstream.grades import collect_downstream, compare_downstream
+from embedpyramid.downstream.grades import report_sections as l6_sections
+from embedpyramid.downstream.grades import verdict_sentences as l6_verdicts
+from embedpyramid.efficiency import cost_axis, cost_quality_svg, efficiency_path, pareto_front
+from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
+from embedpyramid.geometry.level import report_section as l1_section
+from embedpyramid.geometry.paths import l1_dir
+from embedpyramid.rendering.document import DocumentFiles, Figure, ReportSection
 from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.retrieval.metrics.floor import random_ranking_floor
 from embedpyramid.serving.level import report_section as l4_section
@@ -51,10 +47,16 @@ from embedpyramid.serving.level import serving_dir
 from embedpyramid.stats.comparisons import COMPARISON_SCHEMA, compare_models
 from embedpyramid.stats.hsd_tables import HSD_PAIR_SCHEMA, HSD_SCHEMA, tukey_hsd_tables
 from embedpyramid.stats.pairing import DELTA_SCHEMA, query_deltas
+from embedpyramid.stats.verdict import dataset_verdicts
 from embedpyramid.store import ArtifactStore, StorePath, read_frame, read_json, write_json, write_parquet
-from embedpyramid.systems.summary import LATENCY_SCHEMA, SYSTEM_VERDICT_SCHEMA, system_latency, system_verdicts
-from embedpyramid.systems.summary import report_section as l5_section
-from embedpyramid.tasks.summary import read_task_summary, task_report_sections, tasks_summary_dir
+from embedpyramid.summary.environment import environment_section
+from embedpyramid.summary.overview import OVERVIEW_FILE, OverviewLine, pyramid_overview
+from embedpyramid.summary.regressions import REGRESSION_SCHEMA, regressions
+from embedpyramid.summary.report import VERDICT_FILE, ComparisonReport, write_report
+from embedpyramid.summary.results import sort_metrics
+from embedpyramid.systems.comparison import LATENCY_SCHEMA, SYSTEM_VERDICT_SCHEMA, system_latency, system_verdicts
+from embedpyramid.systems.comparison import report_section as l5_section
+from embedpyramid.tasks.comparison import read_task_summary, task_report_sections, tasks_summary_dir
 from embedpyramid.transfer.level import pair_verdict, read_transfer, transfer_dir, transfer_views
 from embedpyramid.transfer.level import report_sections as transfer_sections
 
@@ -146,10 +148,10 @@ def compare_evaluated(config: ProjectConfig, store: ArtifactStore, partitions: l
     against the baseline (all pairs if configured) with the Tukey HSD when three or more models
     are evaluated; datasets where the baseline or every other model is missing are skipped and
     listed. L6's judge and answer metrics, when judge.yaml is set, are compared beside the
-    retrieval metrics (:func:`~embedpyramid.downstream.summary.compare_downstream`). Then the
+    retrieval metrics (:func:`~embedpyramid.downstream.grades.compare_downstream`). Then the
     verdicts (exact search).
 
-    ``systems`` (the L5 evaluations, :func:`embedpyramid.systems.summary.system_partitions`) add,
+    ``systems`` (the L5 evaluations, :func:`embedpyramid.systems.comparison.system_partitions`) add,
     per model-dependent system evaluated for the baseline and another model, the same model
     comparisons within that system (its own test families, so adding a system never moves the
     exact comparisons' adjusted p-values), each system's verdicts against dense exact and the
@@ -258,7 +260,7 @@ def truncated_queries(
 def build_report(
     config: ProjectConfig, store: ArtifactStore, leaderboard: pl.DataFrame, tables: ComparisonTables, *,
     inputs: SummaryInputs,
-) -> ReportFiles:
+) -> DocumentFiles:
     """Write report.md, report.html and the SVG figures under the store's report folder: the
     verdict, the leaderboard with its floor, the HSD groups, the comparisons, then per dataset its
     data notes (empty or dropped texts), the cost/quality of its models, the L1 and L4 sections

@@ -8,19 +8,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from embedpyramid.config.comparison import ComparisonSettings
-from embedpyramid.reports.environment import environment_section
-from embedpyramid.reports.regressions import regressions
-from embedpyramid.reports.report import (
-    ComparisonReport,
-    Figure,
-    ReportSection,
-    render_html,
-    render_markdown,
-    report_figures,
-    write_report,
-)
-from embedpyramid.reports.svg import delta_histogram_svg, forest_plot_svg, histogram_svg
-from embedpyramid.reports.tables import (
+from embedpyramid.rendering.svg import delta_histogram_svg, forest_plot_svg, histogram_svg
+from embedpyramid.rendering.tables import (
     comparison_summary,
     escape_markdown,
     first_few,
@@ -31,10 +20,21 @@ from embedpyramid.reports.tables import (
     markdown_table,
     slice_summary,
 )
-from embedpyramid.reports.verdict import dataset_verdicts
 from embedpyramid.stats.comparisons import compare_models
 from embedpyramid.stats.hsd_tables import tukey_hsd_tables
 from embedpyramid.stats.pairing import query_deltas
+from embedpyramid.stats.verdict import dataset_verdicts
+from embedpyramid.summary.environment import environment_section
+from embedpyramid.summary.regressions import regressions
+from embedpyramid.summary.report import (
+    ComparisonReport,
+    Figure,
+    ReportSection,
+    render_html,
+    render_markdown,
+    report_figures,
+    write_report,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 BASELINE, CHALLENGER = "base", "tuned <v2> & co"  # a name that needs escaping everywhere
@@ -425,7 +425,7 @@ def test_first_few_counts_what_it_leaves_out():
 def test_the_report_opens_with_the_overview_linking_each_line_to_its_section():
     from dataclasses import replace
 
-    from embedpyramid.reports.overview import OverviewLine
+    from embedpyramid.summary.overview import OverviewLine
 
     overview = (
         OverviewLine("chat", "verdict", "winner b over a", "Comparisons over all queries"),
@@ -450,7 +450,7 @@ def test_the_report_opens_with_the_overview_linking_each_line_to_its_section():
 
 
 def test_the_hybrid_is_named_and_only_a_bca_fallback_is_marked():
-    from embedpyramid.reports.tables import interval_method
+    from embedpyramid.rendering.tables import interval_method
 
     rows = REPORT.comparisons.filter(pl.col("slice_column") == "all").head(1)
     mixed = pl.concat([rows.with_columns(pl.lit(name).alias("interval")) for name in ("t", "studentized", "bca")])
@@ -463,7 +463,7 @@ def test_the_hybrid_is_named_and_only_a_bca_fallback_is_marked():
 
 
 def test_axis_ticks_are_round_at_most_six_and_inside_the_range():
-    from embedpyramid.reports.svg import _ticks
+    from embedpyramid.rendering.svg import _ticks
 
     assert [label for _, label in _ticks(-0.0152, 0.0485)] == ["-0.01", "0", "+0.01", "+0.02", "+0.03", "+0.04"]
     assert [label for _, label in _ticks(0.8, 1.2, signed=False)] == ["0.8", "0.9", "1.0", "1.1", "1.2"]  # ends kept

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from embedpyramid.retrieval.metrics import MetricConventions
+from embedpyramid.config import MetricConventions
 
 
 def test_defaults_follow_trec_eval_and_serialise_to_json() -> None:

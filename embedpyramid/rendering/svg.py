@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import ArrayLike
 
-from embedpyramid.reports.tables import (
+from embedpyramid.rendering.tables import (
     clip_text,
     confidence_label,
     escape_markdown,

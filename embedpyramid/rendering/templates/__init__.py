@@ -1,13 +1,13 @@
 """The Jinja2 templates of the HTML report, shipped beside this module as package data.
 
 ``report.html.j2`` is the page (its style sheet is ``report.css``), ``table.html.j2`` the macro
-of one table (:func:`embedpyramid.reports.tables.html_table`). Autoescaping is on in every
+of one table (:func:`embedpyramid.rendering.tables.html_table`). Autoescaping is on in every
 template: text from the data reaches the page escaped, unless the caller hands it over as
-:class:`markupsafe.Markup` (the SVG figures, which :mod:`embedpyramid.reports.svg` writes
+:class:`markupsafe.Markup` (the SVG figures, which :mod:`embedpyramid.rendering.svg` writes
 escaped). A misspelt variable is an error, not an empty string. The files of this folder are
 part of this package's code version (:mod:`embedpyramid.code_version`), so a template edit makes
 the report stale like a code edit. Jinja2 is imported by the first render, not by this module:
-the Dagster definitions import the reports package and need no template.
+the Dagster definitions import the rendering package and need no template.
 """
 
 from __future__ import annotations

@@ -36,22 +36,9 @@ import polars as pl
 
 from embedpyramid.stats.families import CONFIRMATORY
 from embedpyramid.stats.power import minimum_detectable_effect, queries_needed
-from embedpyramid.store import StorePath, read_json
 
-VERDICT_FILE = "verdict.json"
-"""The file that holds verdicts: one dataset's in its comparisons folder, and every verdict the
-report opens with in the report folder."""
-TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE = "tasks", "task_verdict.json"
-"""The L2 task families' summary folder under the comparisons folder, and its verdicts file."""
 HOLM, HSD = "holm", "tukey-hsd"
 """``Verdict.adjustment``: the confirmatory family's Holm test (two models) or the Tukey HSD."""
-
-
-def verdict_texts(report_dir: StorePath) -> list[str]:
-    """The verdict paragraphs the last report written in ``report_dir`` opens with: retrieval's
-    per dataset, then the task families' (none before a report)."""
-    path = report_dir / VERDICT_FILE
-    return [verdict["text"] for verdict in read_json(path)] if path.is_file() else []
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from simulated_grades import simulated_grades
 from embedpyramid.config import AnalysisConfig
 from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.downstream import analyse_grades
-from embedpyramid.downstream.summary import _verdict, compare_downstream
-from embedpyramid.reports.results import sort_metrics
+from embedpyramid.downstream.grades import _verdict, compare_downstream
+from embedpyramid.summary.results import sort_metrics
 
 SETTINGS = ComparisonSettings(baseline="base", n_resamples=500, n_permutations=500, seed=3, slice_columns=(),
                               length_buckets=())

@@ -26,20 +26,22 @@ import polars as pl
 
 from embedpyramid.config import ProjectConfig
 from embedpyramid.config.comparison import comparison_settings
+from embedpyramid.current_inputs import SummaryInputs, pair_sanity_asset_name, task_asset_name
 from embedpyramid.data import open_frozen
 from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
-from embedpyramid.inputs import SummaryInputs, pair_sanity_asset_name, task_asset_name
-from embedpyramid.reports.report import ReportSection
-from embedpyramid.reports.tables import comparison_summary
-from embedpyramid.reports.verdict import TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE, dataset_verdicts
+from embedpyramid.rendering.document import ReportSection
+from embedpyramid.rendering.tables import comparison_summary
 from embedpyramid.stats.comparisons import COMPARISON_SCHEMA, compare_models
 from embedpyramid.stats.families import DECISIONS
 from embedpyramid.stats.hsd_tables import HSD_PAIR_SCHEMA, HSD_SCHEMA, tukey_hsd_tables
 from embedpyramid.stats.multiple import holm_adjust
+from embedpyramid.stats.verdict import dataset_verdicts
 from embedpyramid.store import PER_QUERY_SCHEMA, ArtifactStore, read_frame, read_json, write_json, write_parquet
 from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA, SUMMARY_SCHEMA, TaskResult
 from embedpyramid.tasks.level import compare_task, read_task_result, task_groups, task_items, tasks_dir
 
+TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE = "tasks", "task_verdict.json"
+"""The L2 task families' summary folder under the comparisons folder, and its verdicts file."""
 PER_ITEM_METRIC = "accuracy"
 """The per-item metric of the families that have per-item rows: their confirmatory metric."""
 PRIMARY_STATISTIC = {"sts": "spearman", "clustering": "v_measure"}

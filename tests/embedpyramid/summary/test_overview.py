@@ -6,7 +6,7 @@ import json
 import polars as pl
 import pytest
 
-from embedpyramid.reports.overview import (
+from embedpyramid.summary.overview import (
     LEVELS,
     OVERVIEW_FILE,
     OverviewLine,

@@ -5,8 +5,9 @@ import duckdb
 import polars as pl
 import pytest
 
+from embedpyramid.current_inputs import EvaluatedPartition
 from embedpyramid.efficiency import EFFICIENCY_SCHEMA, efficiency_frame
-from embedpyramid.reports.results import EvaluatedPartition, build_results_db, format_leaderboard, read_leaderboard
+from embedpyramid.summary.results import build_results_db, format_leaderboard, read_leaderboard
 
 
 def partition(tmp_path, model: str, values: list[float]) -> EvaluatedPartition:
@@ -111,7 +112,7 @@ def test_paths_with_glob_characters_are_read_literally(tmp_path):
 def test_the_conventions_view_records_the_protocol_of_task_numbers_beside_the_retrieval_rows(tmp_path):
     from embedpyramid.config.tasks import MTEB_VERSION
     from embedpyramid.tasks.common import TaskResult
-    from embedpyramid.tasks.summary import task_conventions
+    from embedpyramid.tasks.comparison import task_conventions
 
     summary = pl.DataFrame({"system": ["cosine", "manhattan"]})
     settings = {"protocol": "mteb", "mteb_version": MTEB_VERSION, "similarity": "inner_product", "n_pairs": 3,

@@ -22,7 +22,7 @@ plus ``models(model, name, card_hash, card)``, ``conventions(dataset, model, sys
 protocol each L2 task number follows: task, protocol, mteb_version under ``protocol: mteb``,
 similarity, per (dataset, model, system) of the task summary) and the summary tables passed as
 ``extra_tables``: ``comparisons`` and ``regressions`` (the paired statistics of
-:mod:`embedpyramid.stats.comparisons` and the lists of :mod:`embedpyramid.reports.regressions`;
+:mod:`embedpyramid.stats.comparisons` and the lists of :mod:`embedpyramid.summary.regressions`;
 empty until two models are evaluated on a
 dataset), ``hsd`` and ``hsd_pairs`` (the Tukey HSD groups; empty below three models) and
 ``random_floor`` (every measure under a random ranking), ``system_verdicts`` and ``system_latency``
@@ -42,32 +42,16 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import duckdb
 import polars as pl
 import pyarrow as pa
 
+from embedpyramid.config.measures import parse_measure
+from embedpyramid.current_inputs import EvaluatedPartition
 from embedpyramid.efficiency import efficiency_frame
-from embedpyramid.retrieval.metrics.measures import parse_measure
 from embedpyramid.store import StorePath, file_fingerprint, local_file, read_table, write_with
-
-
-@dataclass(frozen=True)
-class EvaluatedPartition:
-    """The artefacts of one (model, dataset) evaluation that go into the results database."""
-
-    dataset: str
-    model_key: str
-    model_name: str
-    card_hash: str
-    card: dict[str, Any]
-    system: str
-    metrics_path: StorePath
-    run_path: StorePath
-    qrels_path: StorePath
-    conventions: dict[str, Any]
-    efficiency_path: StorePath | None = None
 
 
 def _literal(value: object) -> str:

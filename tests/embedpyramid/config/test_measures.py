@@ -1,6 +1,6 @@
 import pytest
 
-from embedpyramid.retrieval.metrics import Measure, default_measures, parse_measure
+from embedpyramid.config import Measure, default_measures, parse_measure
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 from threadpoolctl import threadpool_info
 
-from embedpyramid.reports.report import ReportSection
+from embedpyramid.rendering.document import ReportSection
 
 PACKAGES = (
     "embedpyramid", "numpy", "scipy", "polars", "pyarrow", "duckdb", "torch", "sentence-transformers",

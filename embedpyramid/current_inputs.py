@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from embedpyramid.store import ArtifactStore, read_json
+from embedpyramid.store import ArtifactStore, StorePath, read_json
 
 RETRIEVAL_METRICS = "retrieval_metrics"
 EFFICIENCY = "efficiency"
@@ -38,6 +38,24 @@ INPUTS_DIGEST = "input_partitions_digest"
 EXCLUDED_SCHEMA: dict[str, pl.DataType] = {
     "asset": pl.String(), "dataset": pl.String(), "model": pl.String(), "state": pl.String(), "reason": pl.String(),
 }
+
+
+@dataclass(frozen=True)
+class EvaluatedPartition:
+    """The artefacts of one (model, dataset) evaluation that go into the summaries and the results
+    database: its per-query metrics, run and qrels, what the metrics followed, and its efficiency row."""
+
+    dataset: str
+    model_key: str
+    model_name: str
+    card_hash: str
+    card: dict[str, Any]
+    system: str
+    metrics_path: StorePath
+    run_path: StorePath
+    qrels_path: StorePath
+    conventions: dict[str, Any]
+    efficiency_path: StorePath | None = None
 
 
 def _asset_name(prefix: str, name: str) -> str:

@@ -3,10 +3,10 @@ import polars as pl
 import pytest
 
 from embedpyramid.config.comparison import ComparisonSettings
-from embedpyramid.reports.verdict import dataset_verdicts
 from embedpyramid.stats import minimum_detectable_effect, queries_needed
 from embedpyramid.stats.comparisons import compare_models
 from embedpyramid.stats.hsd_tables import tukey_hsd_tables
+from embedpyramid.stats.verdict import dataset_verdicts
 
 
 def per_query(offset: float, n: int = 60) -> pl.DataFrame:

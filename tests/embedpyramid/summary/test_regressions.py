@@ -2,7 +2,7 @@ import polars as pl
 import pytest
 from toy_per_query import QUERIES, SETTINGS, per_query_table
 
-from embedpyramid.reports.regressions import regressions
+from embedpyramid.summary.regressions import regressions
 
 
 def test_regressions_list_worst_and_best_queries_with_their_documents():

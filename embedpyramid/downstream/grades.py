@@ -21,6 +21,7 @@ import polars as pl
 
 from embedpyramid.config import ConfigError, ProjectConfig, ResolvedModel
 from embedpyramid.config.comparison import ComparisonSettings
+from embedpyramid.current_inputs import DOWNSTREAM_ANSWERS, SummaryInputs
 from embedpyramid.data import FrozenDataset, dataset_gold_answers
 from embedpyramid.downstream.analysis import GradeAnalysis, analyse_grades
 from embedpyramid.downstream.judge import GRADES, judge_metric
@@ -36,8 +37,7 @@ from embedpyramid.downstream.level import (
     write_downstream,
 )
 from embedpyramid.downstream.likelihood_ratio import VERDICT_TEST
-from embedpyramid.inputs import DOWNSTREAM_ANSWERS, SummaryInputs
-from embedpyramid.reports.report import Figure, ReportSection
+from embedpyramid.rendering.document import Figure, ReportSection
 from embedpyramid.stats.comparisons import COMPARISON_SCHEMA, compare_models
 from embedpyramid.store import ArtifactStore, StorePath, read_frame, read_json, write_json, write_parquet, write_text
 

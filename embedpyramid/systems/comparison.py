@@ -16,11 +16,10 @@ from embedpyramid.config import ProjectConfig
 from embedpyramid.config.comparison import comparison_settings
 from embedpyramid.config.slices import ALL_QUERIES
 from embedpyramid.config.systems import MODEL_INDEPENDENT
+from embedpyramid.current_inputs import EvaluatedPartition, SummaryInputs, system_asset_name
 from embedpyramid.data import open_frozen
-from embedpyramid.inputs import SummaryInputs, system_asset_name
-from embedpyramid.reports.report import ReportSection
-from embedpyramid.reports.results import EvaluatedPartition
-from embedpyramid.reports.tables import format_interval, format_pvalue
+from embedpyramid.rendering.document import ReportSection
+from embedpyramid.rendering.tables import format_interval, format_pvalue
 from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.stats.comparisons import COMPARISON_SCHEMA
 from embedpyramid.stats.families import CONFIRMATORY

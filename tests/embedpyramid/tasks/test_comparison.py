@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from embedpyramid.tasks.common import STATISTIC_COMPARISON_SCHEMA
-from embedpyramid.tasks.summary import statistic_verdicts, task_report_sections
+from embedpyramid.tasks.comparison import statistic_verdicts, task_report_sections
 
 
 def statistic_row(metric: str, delta: float, low: float, high: float, p_value: float = 0.01,
@@ -77,7 +77,7 @@ def small_results():
 
 
 def test_warnings_and_conventions_are_read_from_the_result_settings(small_results):
-    from embedpyramid.tasks.summary import task_conventions, task_warnings
+    from embedpyramid.tasks.comparison import task_conventions, task_warnings
 
     pair, labelled = small_results
     warned = pl.concat([task_warnings("dups", "a@1", pair), task_warnings("cats", "a@1", labelled)])
@@ -92,7 +92,7 @@ def test_warnings_and_conventions_are_read_from_the_result_settings(small_result
 
 
 def test_the_family_section_shows_the_warnings_its_results_carry(small_results):
-    from embedpyramid.tasks.summary import TASK_TABLE_SCHEMAS, TaskSummary, task_warnings
+    from embedpyramid.tasks.comparison import TASK_TABLE_SCHEMAS, TaskSummary, task_warnings
 
     pair, labelled = small_results
     tables = {name: pl.DataFrame(schema=schema) for name, schema in TASK_TABLE_SCHEMAS.items()}

@@ -4,7 +4,7 @@ Per dataset, one line per level, each naming the report section it summarises (t
 links it there):
 
 * ``verdict``: the winner, or the top group, with Δ, its interval and d_z (the retrieval
-  verdict of :mod:`embedpyramid.reports.verdict`, exact search, report metric);
+  verdict of :mod:`embedpyramid.stats.verdict`, exact search, report metric);
 * ``slices``: the largest significant slice regression on the report metric (the most negative
   mean delta among the exact comparisons whose adjusted decision is ``worse``), or that none is;
 * ``cost``: encode documents/s, bytes per vector and exact-search QPS of the verdict's models
@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from embedpyramid.config.slices import ALL_QUERIES
-from embedpyramid.reports.tables import format_interval, format_pvalue, slice_label
+from embedpyramid.rendering.tables import format_interval, format_pvalue, slice_label
 from embedpyramid.stats.families import CONFIRMATORY
 from embedpyramid.store import StorePath, read_json
 

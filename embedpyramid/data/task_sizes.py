@@ -8,7 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from embedpyramid.config.tasks import BitextSettings, ClassificationSettings
-from embedpyramid.tasks.common import TaskError
+from embedpyramid.data.frozen import TaskError
 
 
 def check_classification(texts: pl.DataFrame, settings: ClassificationSettings, where: str) -> None:
