@@ -97,8 +97,8 @@ def frontier(part: Partition) -> dg.MaterializeResult:
 
 def serving_assets(specs: "tuple[IndexSpec, ...]") -> list[dg.AssetsDefinition]:
     """One asset per spec of ann.yaml and the frontier depending on all of them, computed by one
-    step per (model, dataset): a separate step per spec bought nothing but Dagster's fixed cost per
-    step (about 0.3 s each; 33 steps for the default three cards). The step computes the assets
+    step per (model, dataset): a separate step per spec would add Dagster's fixed cost of a step
+    once per spec and buy nothing (``benchmarks/bench_partition.py`` measures that cost). The step computes the assets
     selected (a run after one spec's edit builds that spec and the frontier). A spec that fails
     fails the step after the others are materialized, and the frontier is then left as it was,
     as it would be downstream of a failed step."""

@@ -146,7 +146,8 @@ def report_asset(*, with_serving: bool) -> dg.AssetsDefinition:
         decision, the per-query delta distributions, the worst regressions, the L1 geometry and
         normalization price, the L4 recall/QPS frontier of every model, the L3 reproduction and
         transfer sections, the L6 grade analysis and the environment."""
-        from embedpyramid.summary.comparisons import build_report, read_comparison_tables
+        from embedpyramid.summary.comparisons import read_comparison_tables
+        from embedpyramid.summary.contents import build_report
 
         config, store = project.config, project.store
         metric = config.protocol.comparison.report_metric

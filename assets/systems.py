@@ -49,7 +49,8 @@ def _upstream(systems: "SystemsConfig", name: str) -> list[str | dg.AssetDep]:
     Dagster takes one partition mapping per upstream asset, so a rerank over an ``ann:`` first
     stage reaches its own card's embeddings through the index asset (which depends on them)
     and depends directly on the ``by`` card's."""
-    from embedpyramid.config.systems import EXACT, BiEncoderSystem, parse_ann_reference
+    from embedpyramid.config.system_kinds import BiEncoderSystem
+    from embedpyramid.config.systems import EXACT, parse_ann_reference
 
     spec = systems.system(name)
     by = spec.by if isinstance(spec, BiEncoderSystem) else None
@@ -71,7 +72,7 @@ def system_asset(systems: "SystemsConfig", name: str, models: "dict[str, Resolve
     partition records "not applicable" (writing nothing; the summaries never read it), so it is
     neither missing forever nor a failure. ``models`` are the folder's cards (a bi-encoder
     rerank's ``by`` card sets its pool and op tags)."""
-    from embedpyramid.config.systems import BiEncoderSystem, CrossEncoderSystem
+    from embedpyramid.config.system_kinds import BiEncoderSystem, CrossEncoderSystem
 
     spec = systems.system(name)
     independent = systems.model_independent(name)

@@ -44,8 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_peers  # noqa: E402
 
-import embedpyramid.encode.tables as encode_tables  # noqa: E402
+import embedpyramid.encode.shards as encode_shards  # noqa: E402
+import pipelines.automation as automation  # noqa: E402
 import pipelines.runner as runner  # noqa: E402
+import pipelines.session as pipeline_session  # noqa: E402
 import resources.project as project_resources  # noqa: E402
 
 TARGET_OVERHEAD_CPU_S = 5.0
@@ -70,11 +72,11 @@ class CpuLedger:
 
     @contextmanager
     def watching(self) -> Iterator[CpuLedger]:
-        originals = (runner.Session.execute, project_resources.load_encoder, encode_tables.encode_batches)
-        execute = runner.Session.execute
+        originals = (pipeline_session.Session.execute, project_resources.load_encoder, encode_shards.encode_batches)
+        execute = pipeline_session.Session.execute
         ledger = self
 
-        def timed_execute(session: runner.Session, job: str, assets: Any, partition: Any, tags: Any,
+        def timed_execute(session: pipeline_session.Session, job: str, assets: Any, partition: Any, tags: Any,
                           label: str | None = None) -> Any:
             start = time.process_time()
             try:
@@ -82,13 +84,13 @@ class CpuLedger:
             finally:
                 ledger.runs.append((job, str(partition or ""), time.process_time() - start))
 
-        runner.Session.execute = timed_execute  # type: ignore[method-assign]
+        pipeline_session.Session.execute = timed_execute  # type: ignore[method-assign]
         project_resources.load_encoder = self._counting_encode(originals[1])
-        encode_tables.encode_batches = self._counting_encode(originals[2])
+        encode_shards.encode_batches = self._counting_encode(originals[2])
         try:
             yield self
         finally:
-            runner.Session.execute, project_resources.load_encoder, encode_tables.encode_batches = originals
+            pipeline_session.Session.execute, project_resources.load_encoder, encode_shards.encode_batches = originals
 
 
 def one_run(configs: Path, data: Path) -> dict[str, float]:
@@ -101,11 +103,11 @@ def one_run(configs: Path, data: Path) -> dict[str, float]:
     total = time.process_time() - start
     if report.failures:
         raise SystemExit(f"the pipeline failed: {report.failures}")
-    (partition_run,) = [cpu for job, partition, cpu in ledger.runs if job == runner.evaluation_job.name]
+    (partition_run,) = [cpu for job, partition, cpu in ledger.runs if job == automation.evaluation_job.name]
     return {
         "run_pipeline_cpu_s": total,
-        "freeze_cpu_s": sum(cpu for job, _, cpu in ledger.runs if job == runner.refresh_datasets_job.name),
-        "summary_cpu_s": sum(cpu for job, _, cpu in ledger.runs if job == runner.summary_job.name),
+        "freeze_cpu_s": sum(cpu for job, _, cpu in ledger.runs if job == automation.refresh_datasets_job.name),
+        "summary_cpu_s": sum(cpu for job, _, cpu in ledger.runs if job == automation.summary_job.name),
         "partition_run_cpu_s": partition_run,
         "encode_cpu_s": ledger.encode,
         "overhead_cpu_s": partition_run - ledger.encode,

@@ -64,7 +64,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import yaml  # noqa: E402
 
-import embedpyramid.encode.tables as encode_tables  # noqa: E402
+import embedpyramid.encode.shards as encode_shards  # noqa: E402
 from embedpyramid.config import ProjectConfig, load_config  # noqa: E402
 from embedpyramid.config.base import read_yaml, resolve_path  # noqa: E402
 from embedpyramid.config.comparison import comparison_settings  # noqa: E402
@@ -128,7 +128,7 @@ class EncodeCounter:
 
     def __init__(self) -> None:
         self.texts: dict[str, int] = {}
-        self._encode_shard = encode_tables._encode_shard
+        self._encode_shard = encode_shards._encode_shard
 
     def __enter__(self) -> "EncodeCounter":
         counter = self
@@ -137,11 +137,11 @@ class EncodeCounter:
             counter.texts[model.name] = counter.texts.get(model.name, 0) + shard.stop - shard.start
             return counter._encode_shard(stripped, strips, model, kind, texts, shard, *args, **kwargs)
 
-        encode_tables._encode_shard = encode_shard
+        encode_shards._encode_shard = encode_shard
         return self
 
     def __exit__(self, *exc: object) -> None:
-        encode_tables._encode_shard = self._encode_shard
+        encode_shards._encode_shard = self._encode_shard
 
 
 def bare_seconds(config: ProjectConfig, frozen_by_dataset: dict[str, FrozenDataset], *,

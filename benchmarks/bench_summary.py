@@ -90,14 +90,8 @@ from graphbase.freshness import Freshness, observe_config  # noqa: E402
 from graphbase.instance import run_tags  # noqa: E402
 from graphbase.partitions import model_dataset_key  # noqa: E402
 from pipelines.automation import DEFAULT_SENSOR_INTERVAL, evaluation_job, summary_job  # noqa: E402
-from pipelines.runner import (  # noqa: E402
-    Session,
-    open_session,
-    partition_assets,
-    run_pipeline,
-    selection_states,
-    summary_targets,
-)
+from pipelines.runner import run_pipeline  # noqa: E402
+from pipelines.session import Session, open_session, partition_assets, selection_states, summary_targets  # noqa: E402
 
 SEED = "ds0000"
 NEW_CARD = "new"

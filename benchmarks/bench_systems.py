@@ -44,7 +44,7 @@ import polars as pl
 import Stemmer
 from bm25s.tokenization import Tokenizer
 
-from embedpyramid.config.systems import Bm25System
+from embedpyramid.config.system_kinds import Bm25System
 from embedpyramid.systems import (
     CodedRun,
     bm25_search,

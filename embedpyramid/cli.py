@@ -1,9 +1,9 @@
 """``embedpyramid`` command line: run the evaluation graph, show its state, print the leaderboard.
 
 ``run``, ``backfill`` and ``status`` work on the Dagster graph in-process (the same assets, runs
-and stale status the UI shows) through :mod:`pipelines.runner`, installed with this package and
-imported only by these commands: the rest of the core never imports Dagster, and ``leaderboard``
-runs without it. The runner reports what goes wrong as the core's exception types
+and stale status the UI shows) through :mod:`pipelines.runner` and :mod:`pipelines.status`,
+installed with this package and imported only by these commands: the rest of the core never
+imports Dagster, and ``leaderboard`` runs without it. The runner reports what goes wrong as the core's exception types
 (:class:`~embedpyramid.store.DataFolderBusy`, :class:`~embedpyramid.store.RunHistoryError`). Errors in the data, the config or
 the environment print one line naming the file and what to do (``--verbose`` adds tracebacks).
 """
@@ -116,10 +116,17 @@ def _installed() -> Iterator[None]:
 
 
 def _runner() -> ModuleType:
-    """The orchestration layer, imported when a command needs it (the core never imports Dagster)."""
+    """The orchestration layer's runner, imported when a command needs it (the core never imports Dagster)."""
     with _installed():
         import pipelines.runner
     return pipelines.runner
+
+
+def _status_command() -> ModuleType:
+    """The orchestration layer's ``status``, imported when the command needs it."""
+    with _installed():
+        import pipelines.status
+    return pipelines.status
 
 
 def _warm() -> ModuleType:
@@ -164,7 +171,7 @@ def _status(args: argparse.Namespace) -> int:
     models, datasets = _csv(args.models), _csv(args.datasets)
     rows = _warm().warm_status(configs, data, models, datasets, lock=False)
     if rows is None:
-        rows = _runner().project_status(configs, data, models=models, datasets=datasets)
+        rows = _status_command().project_status(configs, data, models=models, datasets=datasets)
     if args.format == "json":
         print(json.dumps([row.__dict__ for row in rows], indent=2))
         return 0

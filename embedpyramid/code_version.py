@@ -1,8 +1,8 @@
 """Code versions derived from source: a short sha256 of the files a computation runs, found by
 reading their import statements. Files are read, never imported, and not parsed into a syntax
-tree: a scan of the import lines reads the whole package in 15-20 ms, and every version of the
-default graph costs some 25 ms, about 1% of building the definitions on a warm start (a test
-checks the scan against Python's parser on every file of the project).
+tree: the versions are computed whenever the definitions are built, so a scan of the import
+lines, a small share of that build, is what they cost (a test checks the scan against Python's
+parser on every file of the project).
 
 The version of a set of modules hashes their source bytes and those of every module of the same
 package they import, transitively (cycles end): module-level imports and the lazy imports inside

@@ -10,8 +10,8 @@ endpoint, the request's context (e.g. the batch) and the status, and never carri
 decisions are urllib3's :class:`~urllib3.util.Retry` (which errors and statuses to retry, when
 retries run out, how to read ``Retry-After``); only the waits follow :class:`RetryPolicy`, and
 they go through an injectable ``sleep`` so that tests record them without waiting. The two
-libraries are imported by the first client, not by this module: they cost some 50 ms that the
-importers of the encoders (the Dagster definitions, a warm run with nothing to do) need not pay.
+libraries are imported by the first client, not by this module: the importers of the encoders
+(the Dagster definitions, a warm run with nothing to do) need not pay for them.
 """
 
 from __future__ import annotations

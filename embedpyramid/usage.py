@@ -14,9 +14,8 @@ import time
 import psutil
 
 # The sampling interval: a hundredth of the block's time so far, between 5 ms and 0.2 s. A poll
-# costs the block's own threads (measured on an encode of 600 texts: polling every 5 ms made it
-# 5% slower); a long block's peak recurs (every batch of an encode reaches it), a short one
-# keeps the fine interval.
+# takes CPU from the block's own threads, so a long block is polled less often; its peak recurs
+# (every batch of an encode reaches it), and a short one keeps the fine interval.
 _RSS_POLL_MIN_SECONDS = 0.005
 _RSS_POLL_MAX_SECONDS = 0.2
 _RSS_POLL_FRACTION = 0.01

@@ -3,7 +3,8 @@ since Dagster last found the whole selection fresh.
 
 Dagster's answer is remembered in the instance (:func:`graphbase.freshness.remember_fresh`: the
 graph's signature at the event log's last record id), which a command must open Dagster to read
-(about 2 CPU-seconds here, before any work). For the instance embedpyramid writes for a data folder
+(importing Dagster and opening the instance cost more than the rest of a command with nothing to
+do: ``benchmarks/bench_pipeline.py``). For the instance embedpyramid writes for a data folder
 — its run history in SQLite files under the instance folder — the same answer is also kept in
 ``embedpyramid-warm.json`` beside them, with
 

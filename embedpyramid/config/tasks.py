@@ -121,8 +121,8 @@ class ClassificationSettings(TaskSettings):
     the grid is widened by a decade on that side, at most ``c_widenings`` times, and a C still on
     the edge is reported. Classes with fewer than ``folds`` items cannot
     be stratified and are dropped (and listed). ``mteb`` holds MTEB's protocol (``protocol: mteb``). ``threads`` caps the BLAS threads of the fits:
-    1 keeps them reproducible bit for bit and, on a shared machine, avoids the oversubscription
-    that made them ~30x slower in measurements here.
+    1 keeps them reproducible bit for bit and, on a shared machine, avoids oversubscribing the
+    cores (many small fits, each asking for every core, spend their time waiting for one another).
     """
 
     k: int = Field(5, ge=1)

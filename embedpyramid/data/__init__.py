@@ -9,19 +9,24 @@ data version; ``load`` dispatches a configured dataset to its loader.
 """
 
 from embedpyramid.data.beir import load_beir
-from embedpyramid.data.chatterbot import chatterbot_directory, load_chatterbot, load_chatterbot_questions, read_conversations
+from embedpyramid.data.chatterbot import (
+    chatterbot_directory,
+    load_chatterbot,
+    load_chatterbot_questions,
+    read_conversations,
+)
 from embedpyramid.data.django_bitext import load_django_bitext
 from embedpyramid.data.frozen import (
     CORPUS_SCHEMA,
     ENCODED_TABLE,
     GOLD_ANSWERS_SCHEMA,
+    PAIRS_SCHEMA,
     QRELS_SCHEMA,
     TABLES,
+    TEXTS_SCHEMA,
     DataError,
     EncodingInputs,
     FrozenDataset,
-    PAIRS_SCHEMA,
-    TEXTS_SCHEMA,
     RawDataset,
     TaskError,
     TaskTables,
@@ -35,12 +40,12 @@ from embedpyramid.data.frozen import (
     table_hashes,
     task_encoding_inputs,
     task_tables,
-    verify_frozen,
     trec_id_problem,
+    verify_frozen,
     verify_task_frozen,
 )
-from embedpyramid.data.gold_answers import dataset_gold_answers, gold_answers_from_relevant_documents
 from embedpyramid.data.gensim_data import load_lee, load_mini_newsgroups
+from embedpyramid.data.gold_answers import dataset_gold_answers, gold_answers_from_relevant_documents
 from embedpyramid.data.load import load_configured_dataset, load_task_dataset, source_files
 from embedpyramid.data.mteb_files import find_layout, load_mteb_task
 from embedpyramid.data.question_pairs import load_chatterbot_pairs

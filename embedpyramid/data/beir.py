@@ -11,7 +11,14 @@ import pyarrow as pa
 
 from embedpyramid.config import BeirDataset
 from embedpyramid.config.base import decode_utf8
-from embedpyramid.data.frozen import trec_id_problem, CORPUS_SCHEMA, QRELS_SCHEMA, DataError, RawDataset, select_query_columns
+from embedpyramid.data.frozen import (
+    CORPUS_SCHEMA,
+    QRELS_SCHEMA,
+    DataError,
+    RawDataset,
+    select_query_columns,
+    trec_id_problem,
+)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -24,7 +24,7 @@ from embedpyramid.data.frozen import (
     task_tables,
 )
 
-# libyaml's safe loader parses the corpus ~10x faster than the pure-Python one, when present.
+# libyaml's safe loader (C) parses the corpus much faster than the pure-Python one, when present.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

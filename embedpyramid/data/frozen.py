@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,8 @@ def freeze_dataset(name: str, raw: RawDataset, directory: Path) -> FrozenDataset
             "documents": raw.corpus.num_rows,
             "queries": raw.queries.num_rows,
             "qrels": raw.qrels.num_rows,
-            "queries_with_positive": len({q for q, r in zip(raw.qrels["query_id"].to_pylist(), raw.qrels["relevance"].to_pylist()) if r > 0}),
+            "queries_with_positive": len({q for q, r in zip(raw.qrels["query_id"].to_pylist(),
+                                                            raw.qrels["relevance"].to_pylist(), strict=True) if r > 0}),
         },
         "slice_columns": [c for c in raw.queries.column_names if c not in ("query_id", "text")],
         "empty_texts": empty_text_ids(raw),
@@ -189,7 +191,7 @@ def verify_frozen(frozen: FrozenDataset) -> list[str]:
     if len(tables) == len(TABLES):
         doc_ids = set(tables["corpus"]["doc_id"].to_pylist())
         query_ids = set(tables["queries"]["query_id"].to_pylist())
-        for query_id, doc_id in zip(tables["qrels"]["query_id"].to_pylist(), tables["qrels"]["doc_id"].to_pylist()):
+        for query_id, doc_id in zip(tables["qrels"]["query_id"].to_pylist(), tables["qrels"]["doc_id"].to_pylist(), strict=True):
             if query_id not in query_ids:
                 problems.append(f"qrels name unknown query id {query_id!r}")
             if doc_id not in doc_ids:
@@ -235,21 +237,20 @@ def task_tables(task: str, texts: pa.Table, pairs: pa.Table | None, source: dict
             raise DataError(f"{where}: texts.{column} must be strings")
     texts = texts.sort_by("text_id")
     ids = texts.column("text_id").to_pylist()
-    duplicates = sorted({i for i, j in zip(ids, ids[1:]) if i == j})
+    duplicates = sorted({i for i, j in pairwise(ids) if i == j})
     if duplicates:
         raise DataError(f"{where}: duplicate text ids {duplicates[:5]}; ids must be unique")
-    empty = [i for i, text in zip(ids, texts.column("text").to_pylist()) if not (text or "").strip()]
+    empty = [i for i, text in zip(ids, texts.column("text").to_pylist(), strict=True) if not (text or "").strip()]
     if empty:
         raise DataError(f"{where}: texts {empty[:5]} are empty; remove them or give them text")
-    if task in LABEL_TASKS:
-        if "label" not in texts.column_names or texts.column("label").null_count:
-            raise DataError(f"{where}: task {task} needs a label for every text")
+    if task in LABEL_TASKS and ("label" not in texts.column_names or texts.column("label").null_count):
+        raise DataError(f"{where}: task {task} needs a label for every text")
     if task in PAIR_TASKS:
         if pairs is None or pairs.num_rows == 0:
             raise DataError(f"{where}: task {task} needs pairs; none were loaded")
         pairs = pairs.sort_by("pair_id")
         pair_ids = pairs.column("pair_id").to_pylist()
-        repeated = sorted({i for i, j in zip(pair_ids, pair_ids[1:]) if i == j})
+        repeated = sorted({i for i, j in pairwise(pair_ids) if i == j})
         if repeated:
             raise DataError(f"{where}: duplicate pair ids {repeated[:5]}; ids must be unique")
         known = set(ids)

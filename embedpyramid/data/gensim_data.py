@@ -67,7 +67,7 @@ def load_lee(folder: Path | None = None) -> TaskTables:
     first, second = np.triu_indices(LEE_DOCUMENTS, 1)
     texts = pa.table({"text_id": ids, "text": documents})
     pairs = pa.table({
-        "pair_id": [f"{ids[i]}~{ids[j]}" for i, j in zip(first, second)],
+        "pair_id": [f"{ids[i]}~{ids[j]}" for i, j in zip(first, second, strict=True)],
         "text_id_1": [ids[i] for i in first],
         "text_id_2": [ids[j] for j in second],
         "gold": matrix[first, second].astype(np.float64),

@@ -38,7 +38,7 @@ def weighted_kappa(grades: Sequence[int], reference: Sequence[int], weights: Wei
     distance = np.abs(np.subtract.outer(np.arange(5), np.arange(5))) ** (1 if weights == "linear" else 2)
     if not (distance * np.outer(probabilities.sum(1), probabilities.sum(0))).sum() > 0:
         return float("nan")
-    from statsmodels.stats.inter_rater import cohens_kappa  # ~0.8 s to import: only where a kappa is computed
+    from statsmodels.stats.inter_rater import cohens_kappa  # slow to import: only where a kappa is computed
 
     return float(cohens_kappa(table, wt=weights).kappa)
 

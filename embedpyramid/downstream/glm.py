@@ -53,7 +53,7 @@ CANDIDATES = (
 )
 COMPARABLE_GROUP = "gaussian"
 _LINKS = {"identity": "Identity", "log": "Log", "inverse": "InversePower"}
-"""statsmodels' link classes by name: statsmodels (~0.8 s to import) loads when a model is fitted."""
+"""statsmodels' link classes by name: statsmodels (slow to import) loads when a model is fitted."""
 
 
 @dataclass(frozen=True)

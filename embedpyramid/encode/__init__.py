@@ -4,8 +4,8 @@ Backends, one module each: ``sentence_transformer`` (installed package, local pa
 revision from the local cache), ``static_model`` (model2vec), ``entry_point`` (a python
 ``module:callable``), and the remote ``http_api`` (OpenAI-compatible ``/v1/embeddings``) and
 ``bedrock`` (Amazon Bedrock, Titan-style requests, boto3 as an optional extra) on a shared
-``remote`` base. ``base`` holds what they share; ``tables`` the single pass, the resumable
-shards and the streaming readers. Backend modules are imported only when a card needs them, so
+``remote`` base. ``base`` holds what they share; ``shards`` the single pass in resumable shards;
+``tables`` the embedding tables, their cache and the streaming readers. Backend modules are imported only when a card needs them, so
 nothing here imports torch until a model is loaded.
 """
 
@@ -26,26 +26,23 @@ from embedpyramid.encode.base import (
     thread_limit,
     unit_rows,
 )
+from embedpyramid.encode.shards import embed_table, encode_shard, single_pass, unfinished_shards
 from embedpyramid.encode.tables import (
     BLOCK_ROWS,
     EmbeddingTable,
     cached_embedding_path,
     cached_table,
-    embed_table,
     embedding_ids,
     embedding_rows,
     embedding_shape,
-    encode_shard,
     iter_embedding_blocks,
     read_embedding_metadata,
     read_embeddings,
     read_token_counts,
     response_cache_directory,
     shard_directory,
-    single_pass,
     table_path,
     table_problems,
-    unfinished_shards,
     vector_problems,
     vectors_to_table,
 )

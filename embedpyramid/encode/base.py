@@ -111,8 +111,8 @@ def encode_batches(
 ) -> np.ndarray:
     """Raw vectors of ``texts`` in input order, encoded ``batch_size`` at a time.
 
-    Texts are batched longest first, so each batch pads to similar lengths; on short-answer
-    corpora this is ~5x faster than batching in table order. The order is sentence-transformers'
+    Texts are batched longest first, so each batch pads to similar lengths instead of to its
+    longest text: far less padding than batching in table order on corpora of mixed lengths. The order is sentence-transformers'
     own within one ``encode`` call (numpy's default argsort of the negated character counts,
     which does not keep ties in table order), so over the same texts the batches are those of
     ``model.encode`` and so are its vectors, to the last bit. A stable sort put texts of equal

@@ -5,15 +5,11 @@ Each function returns a standalone SVG document (with its ``xmlns``), usable as 
 metadata; the HTML report inlines the same markup. Hover text comes from ``<title>`` elements,
 so no script is needed.
 
-Why hand-written SVG and not matplotlib (measured for issue 25 on the project's 2-core machine,
-under load, numpy and polars already imported): importing matplotlib's SVG backend
-(``matplotlib.figure`` + ``backend_svg``) took 0.9-1.2 s and needs seven more packages (97 MB:
-matplotlib, pillow, fonttools, kiwisolver, contourpy, cycler, pyparsing); this module took
-12-16 ms, with the table helpers it imports. The same 41-bin histogram of 300 deltas took
-1.3 ms and 6.2 kB here, 110-180 ms and 17 kB from matplotlib with its text kept as text (28 kB
-with glyphs as paths), and without the per-bar and per-slice ``<title>`` hover texts the report
-and its tests rely on. What matplotlib does better, the choice of axis ticks, :func:`_ticks`
-borrows.
+Why hand-written SVG and not matplotlib: matplotlib's SVG backend needs seven more packages
+(pillow, fonttools, kiwisolver, contourpy, cycler, pyparsing and itself) and is slow to import
+in every process that writes a figure; its figures are larger, and they lack the per-bar and
+per-slice ``<title>`` hover texts the report and its tests rely on. What matplotlib does better,
+the choice of axis ticks, :func:`_ticks` borrows.
 """
 
 from __future__ import annotations

@@ -49,10 +49,9 @@ def product_blas() -> ProductBlas:
     """The BLAS that computes a search's products on this machine: ``"mkl"`` (torch's, imported
     then) on an Intel CPU, numpy's OpenBLAS on any other.
 
-    MKL chooses its kernels by CPU vendor and runs its best only on Intel's. Measured at the
-    search's shape (1,024 queries x 16,384 documents x 384, one thread): on an Intel Sapphire
-    Rapids MKL ~20% faster than numpy's OpenBLAS; on an AMD EPYC (Zen 4, AVX2 exposed) numpy's
-    OpenBLAS 1.86–1.94 s per 200,000 documents against MKL's 2.19–2.27 s. The choice depends on
+    MKL chooses its kernels by CPU vendor and runs its best only on Intel's: at the search's
+    shape it is the faster of the two on Intel CPUs and the slower on AMD's
+    (``benchmarks/bench_search.py`` names the BLAS beside its timings). The choice depends on
     the CPU alone, so one machine always rounds its products alike (two BLAS kernels may differ
     in a score's last bit, and so in which of two near-tied documents ranks first).
     """
@@ -305,9 +304,8 @@ def exact_topk(
     query_starts = range(0, len(prepared), query_block_size)
     running = [_RunningTopK(k, last) for _ in query_starts]
     # One score buffer and one mask buffer serve every block: a fresh 64 MiB product per block
-    # pays its page faults again (measured: a third of the product's time). numpy allocates them:
-    # it asks the kernel for huge pages for large arrays (measured against torch's allocator,
-    # which does not: product and scan ~2.5% faster).
+    # would pay its page faults again. numpy allocates them, since it asks the kernel for huge
+    # pages for large arrays (torch's allocator does not).
     score_buffer, mask_buffer = np.empty(0, np.float32), np.empty(0, bool)
     seen = 0
     for raw_block in blocks:

@@ -88,8 +88,8 @@ def single_blas_thread() -> Iterator[None]:
 @cache
 def _blas_libraries() -> ThreadpoolController:
     """The process's BLAS libraries, numpy's among them (loaded with numpy), found once:
-    ``threadpool_limits`` scans the loaded libraries at every call (about 4 ms on 2 cores, 2 of
-    the 38 CPU-s of the default run's comparisons)."""
+    ``threadpool_limits`` scans every loaded library at each call, and the comparisons limit the
+    threads once per block of resamples."""
     return ThreadpoolController().select(user_api="blas")
 
 

@@ -1,6 +1,6 @@
 """The cross-level summary, above every level: which (model, dataset) partitions are evaluated
-and current, their paired comparisons, Tukey HSD groups, random-ranking floor and worst
-regressions (``comparisons``, ``regressions``), the pyramid overview (``overview``), the
-environment record (``environment``), the report that gathers every level's sections
-(``report``) and the results database with its leaderboard (``results``). Import from the
-modules: this package imports none of them."""
+and current, and their paired comparisons, Tukey HSD groups, random-ranking floor and worst
+regressions (``comparisons``, ``regressions``); the pyramid overview (``overview``), the
+environment record (``environment``), what the report holds, gathered from every level
+(``contents``), and how it is laid out (``report``); the results database and its leaderboard
+(``results``). Import from the modules: this package imports none of them."""

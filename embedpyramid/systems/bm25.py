@@ -1,6 +1,6 @@
 """BM25 over the frozen corpus with ``bm25s``: the lexical first stage of pyramid L5.
 
-Texts become terms with bm25s's ``Tokenizer`` (:class:`~embedpyramid.config.systems.Bm25Tokenizer`:
+Texts become terms with bm25s's ``Tokenizer`` (:class:`~embedpyramid.config.system_kinds.Bm25Tokenizer`:
 lowercase, the regex split, stopword removal, then PyStemmer stemming); the corpus fixes the
 vocabulary, and a query term outside it is dropped. A document's text is ``title + " " + text``
 as on the dense side (:func:`embedpyramid.data.document_texts`).
@@ -38,7 +38,7 @@ import numpy as np
 import Stemmer
 from bm25s.tokenization import Tokenizer
 
-from embedpyramid.config.systems import Bm25System, Bm25Tokenizer
+from embedpyramid.config.system_kinds import Bm25System, Bm25Tokenizer
 from embedpyramid.systems.latency import StageLatency
 from embedpyramid.systems.runs import CodedRun
 

@@ -25,16 +25,8 @@ import pyarrow as pa
 
 from embedpyramid.config.conventions import MetricConventions
 from embedpyramid.config.measures import Measure, parse_measure
-from embedpyramid.config.systems import (
-    EXACT,
-    BiEncoderSystem,
-    Bm25System,
-    CrossEncoderSystem,
-    RrfSystem,
-    SystemsConfig,
-    WeightedSystem,
-    parse_ann_reference,
-)
+from embedpyramid.config.system_kinds import BiEncoderSystem, Bm25System, CrossEncoderSystem, RrfSystem, WeightedSystem
+from embedpyramid.config.systems import EXACT, SystemsConfig, parse_ann_reference
 from embedpyramid.data import FrozenDataset, document_texts
 from embedpyramid.retrieval.level import ScoredRun, scored_run
 from embedpyramid.retrieval.metrics.evaluate import evaluate_run

@@ -19,7 +19,8 @@ import numpy as np
 import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
-from embedpyramid.config.systems import EXACT, AnnReference, BiEncoderSystem, parse_ann_reference
+from embedpyramid.config.system_kinds import BiEncoderSystem
+from embedpyramid.config.systems import EXACT, AnnReference, parse_ann_reference
 from embedpyramid.data import FrozenDataset, open_frozen
 from embedpyramid.encode import (
     Encoder,

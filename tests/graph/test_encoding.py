@@ -24,7 +24,9 @@ from embedpyramid.store import ArtifactStore, read_table
 from graphbase.instance import open_instance
 from graphbase.partitions import model_dataset_key
 from graphbase.pools import ENCODER_POOL, ensure_pools
-from pipelines.runner import open_session, project_status, run_pipeline
+from pipelines.runner import run_pipeline
+from pipelines.session import open_session
+from pipelines.status import project_status
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-graph-5b7e9d1f3a"

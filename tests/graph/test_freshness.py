@@ -24,7 +24,9 @@ from pipelines import graph
 from pipelines.automation import nightly_refresh
 from pipelines.definitions import _location_folders
 from pipelines.graph import build_definitions
-from pipelines.runner import open_session, pending_states, project_status, run_pipeline
+from pipelines.runner import run_pipeline
+from pipelines.session import open_session, pending_states
+from pipelines.status import project_status
 
 
 def test_identical_data_refrozen_nightly_requests_nothing_and_changed_data_only_its_partitions(

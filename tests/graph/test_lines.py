@@ -8,7 +8,8 @@ from graph_helpers import quick_protocol, toy
 
 from embedpyramid.cli import main
 from graphbase.freshness import AssetState
-from pipelines.runner import _describe, level_status, run_pipeline
+from pipelines.runner import _describe, run_pipeline
+from pipelines.status import level_status
 
 ASSETS = [f"asset_{i:02d}" for i in range(28)]
 

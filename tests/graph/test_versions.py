@@ -21,7 +21,9 @@ from graphbase.freshness import UP_TO_DATE
 from graphbase.partitions import model_dataset_key
 from pipelines.automation import nightly_refresh, nightly_summary, nightly_task_refresh
 from pipelines.graph import build_definitions
-from pipelines.runner import open_session, project_status, run_pipeline, selection_states
+from pipelines.runner import run_pipeline
+from pipelines.session import open_session, selection_states
+from pipelines.status import project_status
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,8 @@ from embedpyramid.config import load_config
 from graphbase import warm
 from graphbase.instance import open_instance
 from graphbase.warm import UP_TO_DATE_LINE, WARM_MEMO, code_digest, remember_warm, warm_status
-from pipelines.runner import project_status, run_pipeline
+from pipelines.runner import run_pipeline
+from pipelines.status import project_status
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "tests" / "fixtures"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

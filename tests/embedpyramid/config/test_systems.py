@@ -182,7 +182,7 @@ def test_the_stopword_lists_checked_without_bm25s_are_the_ones_bm25s_has():
     import bm25s.stopwords
     from bm25s.tokenization import Tokenizer
 
-    from embedpyramid.config.systems import BM25S_STOPWORD_LISTS
+    from embedpyramid.config.system_kinds import BM25S_STOPWORD_LISTS
 
     for name in BM25S_STOPWORD_LISTS:
         assert Tokenizer(stopwords=name).stopwords, name

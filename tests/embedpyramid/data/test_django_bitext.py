@@ -18,8 +18,8 @@ def test_english_to_five_languages_from_every_catalogue():
     tables = load_django_bitext(DjangoBitextDataset(loader="django-bitext"))
     counts = tables.source["pairs"]
     assert list(counts) == ["en-de", "en-fr", "en-es", "en-ja", "en-ko"] and min(counts.values()) > 200
-    texts = dict(zip(tables.texts["text_id"].to_pylist(), tables.texts["text"].to_pylist()))
-    languages = dict(zip(tables.texts["text_id"].to_pylist(), tables.texts["language"].to_pylist()))
+    texts = dict(zip(tables.texts["text_id"].to_pylist(), tables.texts["text"].to_pylist(), strict=True))
+    languages = dict(zip(tables.texts["text_id"].to_pylist(), tables.texts["language"].to_pylist(), strict=True))
     markup = re.compile(r"%\(|%[sd]\b|\{[^}]*\}|<[a-z/]")
     for pair in tables.pairs.to_pylist():
         source, target = texts[pair["text_id_1"]], texts[pair["text_id_2"]]

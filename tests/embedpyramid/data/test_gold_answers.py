@@ -1,7 +1,12 @@
 import pyarrow as pa
 
 from embedpyramid.config import BeirDataset, ChatterbotDataset
-from embedpyramid.data import GOLD_ANSWERS_SCHEMA, QRELS_SCHEMA, dataset_gold_answers, gold_answers_from_relevant_documents
+from embedpyramid.data import (
+    GOLD_ANSWERS_SCHEMA,
+    QRELS_SCHEMA,
+    dataset_gold_answers,
+    gold_answers_from_relevant_documents,
+)
 
 CORPUS = pa.table({"doc_id": ["d1", "d2", "d3"], "title": ["", "", ""], "text": ["one", "two", "three"]})
 QRELS = pa.table({"query_id": ["q2", "q1", "q1", "q3"], "doc_id": ["d3", "d2", "d1", "d3"], "relevance": [1, 2, 1, 0]},

@@ -17,7 +17,7 @@ def test_stsb_lines_with_extra_columns_and_quotes(tmp_path):
     path.write_text(STSB, encoding="utf-8")
     tables = load_sts_file(path, "stsb")
     pairs = tables.pairs.to_pylist()
-    texts = dict(zip(tables.texts["text_id"].to_pylist(), tables.texts["text"].to_pylist()))
+    texts = dict(zip(tables.texts["text_id"].to_pylist(), tables.texts["text"].to_pylist(), strict=True))
     assert [p["pair_id"] for p in pairs] == ["line-000001", "line-000002", "line-000003"]
     assert [p["gold"] for p in pairs] == [5.0, 1.4, 0.0]
     assert (texts[pairs[1]["text_id_1"]], texts[pairs[1]["text_id_2"]]) == ('He said "no to it.', 'She "quoted" him')

@@ -7,7 +7,7 @@ import pytest
 import Stemmer
 
 from embedpyramid.config import MetricConventions, parse_measure
-from embedpyramid.config.systems import Bm25System
+from embedpyramid.config.system_kinds import Bm25System
 from embedpyramid.retrieval.metrics import evaluate_run
 from embedpyramid.systems.bm25 import bm25_search, build_bm25_index, make_tokenizer, query_terms, top_documents
 
