@@ -50,6 +50,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import torch  # noqa: E402, F401  (imported first, so the thread limit below applies to exact_topk's torch too)
 from faiss.contrib.evaluation import knn_intersection_measure  # noqa: E402
+from results import record_result  # noqa: E402
 
 from embedpyramid.config import IndexSpec, Sweep, load_ann_config  # noqa: E402
 from embedpyramid.encode import thread_limit  # noqa: E402
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, passed in figures["met"].items():
         print(f"{name}: {'PASS' if passed else 'FAIL'}")
-    print(json.dumps(figures))
+    print(json.dumps(record_result("bench_ann", figures)))
     return 0
 
 

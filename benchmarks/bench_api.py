@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
+from results import record_result  # noqa: E402
 from stub_server import Reply, StubServer  # noqa: E402
 
 from embedpyramid.config import load_config  # noqa: E402
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
            "warm_requests": warm_requests == 0}
     for name, passed in met.items():
         print(f"  {name}: {'PASS' if passed else 'FAIL'}")
-    print(json.dumps({"benchmark": "api_throughput", "figures": figures, "targets": targets, "met": met}))
+    print(json.dumps(record_result("bench_api", {"benchmark": "api_throughput", "figures": figures, "targets": targets,
+                                                 "met": met})))
     return 0
 
 

@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 import polars as pl
+from results import record_result
 
 from embedpyramid.config.comparison import ComparisonSettings
 from embedpyramid.stats.comparisons import compare_models
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  speedup vs the numpy anchor: {speedup:.2f}x (target >= {SPEEDUP_TARGET:.1f}x): "
           f"{'PASS' if figures['met']['speedup_vs_numpy_anchor'] else 'FAIL'}; total {vectorized:.2f} s "
           f"(target < {SECONDS_TARGET:.0f} s): {'PASS' if figures['met']['vectorized_seconds'] else 'FAIL'}")
-    print(json.dumps(figures))
+    print(json.dumps(record_result("bench_bootstrap", figures)))
     return 0 if all(figures["met"].values()) else 1
 
 

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
+from results import record_result  # noqa: E402
 
 from embedpyramid.config import SearchSettings, load_config  # noqa: E402
 from embedpyramid.data import EncodingInputs  # noqa: E402
@@ -145,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
            "texts": args.texts >= 1_000_000, "same_run": same}
     for name, passed in met.items():
         print(f"  {name}: {'PASS' if passed else 'FAIL'}")
-    print(json.dumps({"benchmark": "bounded_memory", "figures": figures, "targets": targets, "met": met}))
+    print(json.dumps(record_result("bench_memory", {"benchmark": "bounded_memory", "figures": figures, "targets": targets,
+                                                    "met": met})))
     return 0 if all(met.values()) else 1
 
 

@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_peers  # noqa: E402
+from results import record_result  # noqa: E402
 
 import embedpyramid.encode.shards as encode_shards  # noqa: E402
 import pipelines.automation as automation  # noqa: E402
@@ -148,9 +149,10 @@ def main() -> None:
           f"{TARGET_OVERHEAD_CPU_S} CPU-s: {'PASS' if met else 'FAIL'}")
     print(f"  beside it: the dataset's freeze {best['freeze_cpu_s']:.2f}, the summary {best['summary_cpu_s']:.2f}, "
           f"the whole run_pipeline call {best['run_pipeline_cpu_s']:.2f} CPU-s")
-    print(json.dumps({"benchmark": "partition_overhead", "counts": counts, "ndcg_max_abs_difference": difference,
-                      "figures": best, "rounds": rounds, "targets": {"overhead_cpu_s": TARGET_OVERHEAD_CPU_S},
-                      "met": {"overhead_cpu_s": met}}))
+    print(json.dumps(record_result("bench_partition", {
+        "benchmark": "partition_overhead", "counts": counts, "ndcg_max_abs_difference": difference,
+        "figures": best, "rounds": rounds, "targets": {"overhead_cpu_s": TARGET_OVERHEAD_CPU_S},
+        "met": {"overhead_cpu_s": met}})))
     sys.exit(0 if met else 1)
 
 

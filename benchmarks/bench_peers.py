@@ -85,6 +85,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import median
 
+from results import record_result
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -600,8 +602,9 @@ def main(argv: list[str] | None = None) -> int:
         by_size = {str(size): measure_size(size, scratch, args.rounds, args.encode_rounds) for size in sizes}
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     met = {f"{name}@{size}": value for size, result in by_size.items() for name, value in result["met"].items()}
-    print(json.dumps({"benchmark": "peers", "sizes": {size: result["figures"] for size, result in by_size.items()},
-                      "targets": TARGETS, "met": met}))
+    print(json.dumps(record_result("bench_peers", {
+        "benchmark": "peers", "sizes": {size: result["figures"] for size, result in by_size.items()},
+        "targets": TARGETS, "met": met})))
     return 0 if all(met.values()) else 1
 
 

@@ -63,6 +63,7 @@ import dagster as dg  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 import yaml  # noqa: E402
+from results import record_result  # noqa: E402
 
 import embedpyramid.encode.shards as encode_shards  # noqa: E402
 from embedpyramid.config import ProjectConfig, load_config  # noqa: E402
@@ -314,7 +315,8 @@ def main() -> None:
         figures = warm_start(args.configs, args.warm_only, args.tries)
         met = print_warm_start(figures)
         targets = {"run_cpu_s": WARM_TARGET_CPU_S, "status_cpu_s": WARM_TARGET_CPU_S}
-        print(json.dumps({"benchmark": "warm_start", "figures": figures, "targets": targets, "met": met}))
+        print(json.dumps(record_result("bench_pipeline", {"benchmark": "warm_start", "figures": figures, "targets": targets,
+                                                          "met": met})))
         return
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
@@ -381,7 +383,8 @@ def main() -> None:
     print_warm_start(warm_figures)
     for name, passed in met.items():
         print(f"{name} (target <= {targets[name]}): {'PASS' if passed else 'FAIL'}")
-    print(json.dumps({"benchmark": "pipeline_overhead", "figures": figures, "targets": targets, "met": met}))
+    print(json.dumps(record_result("bench_pipeline", {"benchmark": "pipeline_overhead", "figures": figures, "targets": targets,
+                                                      "met": met})))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import polars as pl
+from results import record_result
 
 from embedpyramid.current_inputs import EvaluatedPartition
 from embedpyramid.summary.results import INCREMENTAL, build_results_db
@@ -157,9 +158,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{'PASS' if met['update_reads_only_the_new_partition'] else 'FAIL'}")
     print(f"  update / scratch at {largest['partitions']} partitions: {ratio:.3f} (target <= {UPDATE_RATIO_TARGET}): "
           f"{'PASS' if met['update_ratio_at_largest'] else 'FAIL'}")
-    print(json.dumps({"rows": rows, "update_ratio_at_largest": ratio, "seconds_at_5000_extrapolated":
-                      extrapolated, "targets": {"update_files_read": 2, "update_ratio_at_largest": UPDATE_RATIO_TARGET},
-                      "met": met}))
+    print(json.dumps(record_result("bench_results_db", {
+        "rows": rows, "update_ratio_at_largest": ratio, "seconds_at_5000_extrapolated": extrapolated,
+        "targets": {"update_files_read": 2, "update_ratio_at_largest": UPDATE_RATIO_TARGET}, "met": met})))
     return 0 if all(met.values()) else 1
 
 

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results import record_result
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
            "bit_identical": identical and vectors_equal}
     for name, passed in met.items():
         print(f"  {name}: {'PASS' if passed else 'FAIL'}")
-    print(json.dumps({"benchmark": "resume", "figures": figures, "targets": targets, "met": met}))
+    print(json.dumps(record_result("bench_resume", {"benchmark": "resume", "figures": figures, "targets": targets, "met": met})))
     return 0 if all(met.values()) else 1
 
 

@@ -74,6 +74,7 @@ import polars as pl  # noqa: E402
 import pytrec_eval  # noqa: E402
 import torch  # noqa: E402, F401  (imported first, so thread_limit below also limits torch)
 from bench_ann import synthetic_corpus  # noqa: E402
+from results import record_result  # noqa: E402
 from threadpoolctl import threadpool_info  # noqa: E402
 
 from embedpyramid.config import MetricConventions, parse_measure
@@ -291,14 +292,14 @@ def main(argv: list[str] | None = None) -> int:
     met = {f"search_{row['threads']}_threads": bool(row.get("met")) for row in search}
     met |= {f"metrics_{ties}": bool(metrics.get(f"met_{ties}")) for ties in ("trec_eval", "expected")}
     print(f"outputs equal: {equal}; " + ", ".join(f"{name} {'PASS' if ok else 'FAIL'}" for name, ok in met.items()))
-    print(json.dumps({
+    print(json.dumps(record_result("bench_search", {
         "benchmark": "search", "documents": args.docs, "dim": args.dim, "queries": args.queries, "k": args.k,
         "cpus": os.cpu_count(), "faiss_version": faiss.__version__, "faiss_openblas_core": cores.get("faiss"),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "product_blas": product_blas(), "search": search, "metrics": metrics,
         "outputs_equal": equal, "targets": {"search_speed_vs_faiss_min": SEARCH_TARGET,
                                             "metrics_speed_vs_pytrec_eval_min": METRICS_TARGET},
         "met": met, "seconds": round(time.perf_counter() - started, 1),
-    }))
+    })))
     return 0 if equal else 1
 
 

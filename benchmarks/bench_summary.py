@@ -81,6 +81,7 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import yaml  # noqa: E402
 from graph_helpers import beir_folder, quick_protocol, requested_by_automation, toy  # noqa: E402
+from results import record_result  # noqa: E402
 
 from embedpyramid.config.selection import select_datasets, select_models  # noqa: E402
 from embedpyramid.current_inputs import INPUTS_DIGEST  # noqa: E402
@@ -371,9 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  checks at every size: {'PASS' if checks_passed else 'FAIL'}")
     print(f"  tick at {largest['partitions']} partitions under the sensor's {DEFAULT_SENSOR_INTERVAL}-s interval: "
           f"{'PASS' if met['tick_under_interval_at_largest'] else 'FAIL'}")
-    print(json.dumps({"rows": rows, "growth_exponents": growth, "seconds_at_5000_extrapolated": extrapolated,
-                      "targets": {"tick_seconds": DEFAULT_SENSOR_INTERVAL, "summary_growth_exponent": GROWTH_TARGET},
-                      "load_average": os.getloadavg()[0], "met": met}))
+    print(json.dumps(record_result("bench_summary", {
+        "rows": rows, "growth_exponents": growth, "seconds_at_5000_extrapolated": extrapolated,
+        "targets": {"tick_seconds": DEFAULT_SENSOR_INTERVAL, "summary_growth_exponent": GROWTH_TARGET},
+        "load_average": os.getloadavg()[0], "met": met})))
     return 0 if all(met.values()) else 1
 
 

@@ -43,6 +43,7 @@ import numpy as np
 import polars as pl
 import Stemmer
 from bm25s.tokenization import Tokenizer
+from results import record_result
 
 from embedpyramid.config.system_kinds import Bm25System
 from embedpyramid.systems import (
@@ -334,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, passed in met.items():
         print(f"  {name}: {'PASS' if passed else 'FAIL'}")
-    print(json.dumps({"benchmark": "systems", "bm25": bm25, "fusion": fusion, "targets": targets, "met": met}))
+    print(json.dumps(record_result("bench_systems", {"benchmark": "systems", "bm25": bm25, "fusion": fusion, "targets": targets,
+                                                     "met": met})))
     return 0 if all(met.values()) else 1
 
 

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 from bench_ann import synthetic_corpus  # noqa: E402
+from results import record_result  # noqa: E402
 
 from embedpyramid.config.models import RunSettings  # noqa: E402
 from embedpyramid.encode import read_embeddings, vectors_to_table  # noqa: E402
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, passed in met.items():
         figure, size = name.split("@")
         print(f"  {figure.replace('_', ' ')} at {int(size):,} rows <= {RATIO_TARGET}: {'PASS' if passed else 'FAIL'}")
-    print(json.dumps({"benchmark": "tables", "rows": rows, "targets": {"ratio_max": RATIO_TARGET}, "met": met}))
+    print(json.dumps(record_result("bench_tables", {"benchmark": "tables", "rows": rows, "targets": {"ratio_max": RATIO_TARGET},
+                                                    "met": met})))
     return 0 if all(met.values()) else 1
 
 

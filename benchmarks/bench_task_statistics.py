@@ -20,6 +20,7 @@ import json
 import time
 
 import numpy as np
+from results import record_result
 from scipy import stats
 from sklearn import metrics as skm
 
@@ -92,8 +93,8 @@ def main() -> None:
         print(f"{family:20s} same as the reference on {REFERENCE_RESAMPLES} resamples (max |diff| {difference:.1e}); "
               f"vectorized {RESAMPLES} resamples: {fast:6.2f} s (target < 10 s: {'PASS' if met[family] else 'FAIL'}); "
               f"per-resample reference {1000 * slow / REFERENCE_RESAMPLES:7.2f} ms/resample; speedup {ratio:6.1f}x")
-    print(json.dumps({"benchmark": "task_statistics", "figures": figures,
-                      "targets": {"seconds_10000": "< 10"}, "met": met}))
+    print(json.dumps(record_result("bench_task_statistics", {"benchmark": "task_statistics", "figures": figures,
+                                                             "targets": {"seconds_10000": "< 10"}, "met": met})))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import os
 import time
 
 import numpy as np
+from results import record_result
 from scipy.stats import kendalltau, spearmanr
 
 from embedpyramid.config.transfer import TransferSettings
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "met": {"speedup": bool(speedup >= SPEEDUP_TARGET), "seconds": bool(vectorised < SECONDS_TARGET),
                 "same_tau": bool(mismatch < 1e-12)},
     }
-    print(json.dumps(figures))
+    print(json.dumps(record_result("bench_transfer", figures)))
     return 0 if all(figures["met"].values()) else 1
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from results import record_result
 
 from embedpyramid.stats import INTERVAL_METHODS, paired_bootstrap
 from embedpyramid.stats.simulation import DeltaPopulation, ir_delta_populations
@@ -141,13 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"default: {chosen} (narrowest mean width among those that pass)")
     else:
         print(f"default: none passes; {chosen} falls shortest (total shortfall {shortfall:.3f})")
-    print(json.dumps({
+    print(json.dumps(record_result("interval_coverage", {
         "benchmark": "interval_coverage", "samples": args.samples, "resamples": args.resamples, "seed": args.seed,
         "chosen": chosen, "chosen_passes": checks[chosen]["passes"],
         "passes": {method: checks[method]["passes"] for method in INTERVAL_METHODS},
         "mean_width": {method: checks[method]["mean_width"] for method in INTERVAL_METHODS},
         "coverage": coverage, "width": width, "seconds": round(time.perf_counter() - started, 1),
-    }))
+    })))
     return 0
 
 

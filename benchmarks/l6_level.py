@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "fixtures"))
 
+from results import record_result  # noqa: E402
 from simulated_grades import simulated_grades  # noqa: E402
 
 from embedpyramid.downstream.design import grade_design, grade_table  # noqa: E402
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = [f"{row[t]:.3f}{'' if LEVEL_BAND[0] <= row[t] <= LEVEL_BAND[1] else ' ✗'}" for t in TESTS]
         print(f"| {name} | {' | '.join(cells)} |")
     print(f"({time.perf_counter() - started:.0f} s)")
-    print(json.dumps({"simulations": args.simulations, "queries": args.queries, "alpha": ALPHA, "rates": rates}))
+    print(json.dumps(record_result("l6_level", {"simulations": args.simulations, "queries": args.queries, "alpha": ALPHA,
+                                                "rates": rates})))
     return 0
 
 

@@ -22,6 +22,19 @@ SMALL_CATEGORIES = ["ai", "computers", "emotion", "science"]
 TWO_REAL_MODELS = ("minilm-l6", "use-m3")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _benchmark_results_elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A benchmark a test runs records its figures in a scratch folder, never in benchmarks/results/
+    (benchmarks/results.py reads the variable; subprocesses inherit it)."""
+    previous = os.environ.get("EMBEDPYRAMID_BENCHMARK_RESULTS")
+    os.environ["EMBEDPYRAMID_BENCHMARK_RESULTS"] = str(tmp_path_factory.mktemp("benchmark-results"))
+    yield
+    if previous is None:
+        os.environ.pop("EMBEDPYRAMID_BENCHMARK_RESULTS", None)
+    else:
+        os.environ["EMBEDPYRAMID_BENCHMARK_RESULTS"] = previous
+
+
 @pytest.fixture
 def benchmark_script(monkeypatch) -> Iterator[Callable[[str], ModuleType]]:
     """Import a script of ``benchmarks/`` by name, with ``benchmarks/`` put first on sys.path for the

@@ -1,115 +1,63 @@
-"""The README stays true: every path it names exists in a clone, every card key it shows is the
-default config's, its list of `status` levels is the graph's, and every command it shows is run
-by CI — the install and test commands by `.ci/run` itself, `embedpyramid run` and the `query`
-examples by the default-graph test (tests/graph/test_pipeline.py), `dagster dev` by the UI test
-(tests/graph/test_ui.py), which read them from here; the benchmarks, minutes each, are not run,
-but their scripts and every flag the README gives them must exist."""
+"""The README is a front door: at most 250 lines, no dated measurement, its two commands — install
+and run the main job; install the test extra and run the tests — exactly what CI runs, and a link to
+every page of the documentation. What every document shows (paths, card keys, commands and flags)
+is kept true by tests/test_docs.py."""
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
-import subprocess
 
-import pytest
-from readme import REPO, commands_of, inline_code, readme_text, shell_commands
+from readme import AWAITING_MERGE_CI_STEPS, DOCS, REPO, commands_of, readme_text, shell_commands
 
-from embedpyramid.config import load_config
-
-# What a path-like code span names when it is not a path: the run tags the CLI sets.
-RUN_TAGS = {"embedpyramid/cli", "embedpyramid/command", "embedpyramid/configs"}
-SUFFIXES = (".py", ".yaml", ".yml", ".md", ".toml", ".json", ".txt", ".cfg", ".html", ".j2")
+MAX_LINES = 250
 
 
-def tracked() -> set[str]:
-    """Every file a clone has, and every folder above one."""
-    try:
-        files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout: what a clone holds is unknown")
-    paths = set()
-    for name in files.splitlines():
-        parts = name.split("/")
-        paths |= {"/".join(parts[:i]) + "/" for i in range(1, len(parts))} | {name}
-    return paths
-
-
-def named_paths() -> list[str]:
-    """The repository paths the README names: code spans and link targets that end in ``/`` or a
-    file suffix and start at a top-level entry of the repository (artefacts under the data
-    folder, placeholders and URLs are not repository paths), plus the layout block's entries."""
-    text = readme_text()
-    candidates = [*inline_code(), *re.findall(r"\]\(([^)#\s]+)\)", text)]
-    top = {path.split("/")[0] for path in tracked()}
-    found = [c for c in candidates
-             if c.startswith("../") or (c.split("/")[0] in top and "<" not in c and " " not in c
-                                        and (c.endswith("/") or c.endswith(SUFFIXES)) and c not in RUN_TAGS)]
-    layout = re.search(r"^## Layout\n\n```\n(.*?)^```", text, flags=re.S | re.M).group(1)
-    parent, modules = "", ""
-    for line in layout.splitlines():
-        indent = len(line) - len(line.lstrip())
-        if indent == 0:
-            parent = line.split()[0]
-            found.append(parent)
-        elif indent == 2 and line.split()[0].endswith("/"):
-            found.append(parent + line.split()[0])
-        elif indent == 2:  # "  efficiency, usage, vectors (…), store, …", over two lines: core modules
-            modules += f" {line}"
-    found += [f"embedpyramid/{name.strip()}.py" for name in re.sub(r"\([^)]*\)", "", modules).split(",")
-              if modules]
-    return found
-
-
-def test_every_path_the_readme_names_is_in_a_clone():
-    have = tracked()
-    paths = named_paths()
-    assert len(paths) > 40, paths  # the parser still finds the layout and the code spans
-    missing = sorted({path for path in paths if path not in have and path.rstrip("/") + "/" not in have})
-    assert missing == [], f"README names paths a clone does not have: {missing}"
-
-
-def test_the_card_keys_it_shows_are_the_default_configs():
-    keys = {model.name: model.key for model in load_config(REPO / "configs").models.values()}
-    shown = re.findall(r"\b([a-z0-9][a-z0-9-]*)@([0-9a-f]{7})\b", readme_text())
-    wrong = sorted({f"{name}@{digest}" for name, digest in shown
-                    if name in keys and f"{name}@{digest}" != keys[name]})
-    assert shown and wrong == [], f"README shows card keys that are not the default's: {wrong} (now {keys})"
-
-
-def test_the_status_levels_it_lists_are_the_graphs_asset_groups(tmp_path):
-    from pipelines.graph import build_definitions
-
-    sentence = re.search(r"\(the asset groups: ([^)]*)\)", readme_text().replace("\n", " ")).group(1)
-    listed = set(re.findall(r"`([a-z0-9_]+)`", sentence))
-    graph = build_definitions(REPO / "configs", tmp_path).resolve_asset_graph()
-    groups = {graph.get(key).group_name for key in graph.materializable_asset_keys}
-    assert listed == groups
-
-
-def test_ci_runs_the_install_and_test_commands_the_readme_shows():
+def ci_steps() -> tuple[list[list[str]], set[str]]:
+    """Every command line of ``.ci/run`` as words (``--quiet`` dropped), and as written."""
     lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
     ci = [line for line in lines if line and not line.startswith("#") and not line.endswith("\\")]
-    quick_start, tests = shell_commands()[:2]
-    assert tests in {shlex.join(shlex.split(line)) for line in ci}
-    # The install, step by step as CI takes it (`python -m pip … --quiet` for `pip …`).
-    ci_steps = [[word for word in shlex.split(line) if word != "--quiet"] for line in ci]
-    for step in quick_start.split(" && ")[:3]:
-        program, *rest = shlex.split(step)
-        as_module = [program.replace("/pip", "/python"), "-m", "pip", *rest] if program.endswith("/pip") else None
-        assert [program, *rest] in ci_steps or as_module in ci_steps, f"CI does not run the README's `{step}`"
-    assert commands_of("embedpyramid")[0] == ["run"], "the quick start runs the default graph"
+    return [[word for word in shlex.split(line) if word != "--quiet"] for line in ci], {
+        shlex.join(shlex.split(line)) for line in ci}
 
 
-def test_every_benchmark_it_shows_exists_with_the_flags_it_gives():
-    shown = [command for command in shell_commands() if "benchmarks/" in command]
-    assert len(shown) >= 10
-    for command in shown:
-        script = REPO / re.search(r"benchmarks/\S+\.py", command).group(0)
-        assert script.is_file(), command
-        tree = ast.parse(script.read_text())
-        defined = {arg.value for node in ast.walk(tree) if isinstance(node, ast.Call)
-                   and getattr(node.func, "attr", None) == "add_argument"
-                   for arg in node.args if isinstance(arg, ast.Constant)}
-        flags = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", command))
-        assert flags <= defined, f"{script.name} defines no {sorted(flags - defined)}"
+def run_by_ci(step: str, steps: list[list[str]]) -> bool:
+    """Whether CI runs an install step, as written or as ``python -m pip …``."""
+    program, *rest = shlex.split(step)
+    as_module = [program.replace("/pip", "/python"), "-m", "pip", *rest] if program.endswith("/pip") else None
+    return [program, *rest] in steps or as_module in steps
+
+
+def test_ci_runs_the_two_commands_the_readme_shows():
+    quick_start, tests = shell_commands([REPO / "README.md"])[:2]
+    steps, lines = ci_steps()
+    *install, run = quick_start.split(" && ")
+    *test_install, pytest_line = tests.split(" && ")
+    assert shlex.split(run)[-2:] == [".venv/bin/embedpyramid", "run"], "the quick start runs the default graph"
+    assert commands_of("embedpyramid")[0] == ["run"]  # what tests/graph/test_pipeline.py runs
+    assert pytest_line in lines, "CI does not run the README's test command"
+    missing = [step for step in [*install, *test_install]
+               if not run_by_ci(step, steps) and step not in AWAITING_MERGE_CI_STEPS]
+    assert missing == [], f"CI does not run the README's {missing}"
+    arrived = sorted(step for step in AWAITING_MERGE_CI_STEPS if run_by_ci(step, steps))
+    assert arrived == [], f"CI runs {arrived} now: remove them from AWAITING_MERGE_CI_STEPS in tests/fixtures/readme.py"
+
+
+def test_the_main_install_pulls_no_extra():
+    quick_start = shell_commands([REPO / "README.md"])[0]
+    installs = [shlex.split(step) for step in quick_start.split(" && ") if "pip" in step and "install" in step]
+    assert installs[-1][-2:] == ["-e", "."], "the main job's install is the project alone, no test or cluster extra"
+
+
+def test_the_readme_is_a_front_door():
+    text = readme_text()
+    assert len(text.splitlines()) <= MAX_LINES
+    assert not re.search(r"20[0-9]{2}-[01][0-9]-[0-3][0-9]", text)
+    for heading in ("## Quick start", "## Evaluate your own data and models", "## Layout", "## Read next"):
+        assert heading in text
+
+
+def test_the_readme_links_every_documentation_page():
+    linked = set(re.findall(r"\]\((docs/[^)#\s]+\.md)", readme_text()))
+    pages = {page.relative_to(REPO).as_posix() for page in DOCS.rglob("*.md")} - {"docs/index.md"}
+    assert pages <= linked, f"the README's Read next does not link {sorted(pages - linked)}"
