@@ -13,7 +13,7 @@ Measured in the same run, as the peak RSS increase over the RSS before each step
 - the streamed exact search, against the same search over the table loaded into memory.
 
 Target: each streamed step holds at most 25% of the in-memory reference. The bounds it checks
-(also in the README): encoding holds the table's ids and texts plus one shard of vectors,
+(also in docs/encoding.md): encoding holds the table's ids and texts plus one shard of vectors,
 ``shard_size × native_dim × 4`` bytes a few times over (model output, card vectors, Parquet
 buffers); search holds the query vectors, their running top-k (``queries × k × 12`` bytes),
 one block of documents (``doc_block_size × dim × 4`` bytes, a few copies) and one block of

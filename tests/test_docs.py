@@ -24,7 +24,6 @@ import pytest
 from pydantic import BaseModel
 from readme import (
     AWAITING_MERGE_COMMANDS,
-    AWAITING_MERGE_PATHS,
     DOCS,
     README,
     REPO,
@@ -80,14 +79,11 @@ def test_every_path_the_documents_name_is_in_a_clone():
     assert len(named["README.md"]) > 15 and len(named["docs/architecture.md"]) > 30, named  # the parser finds them
     assert sum(map(len, named.values())) > 150
     missing = sorted({f"{document}: {path}" for document, paths in named.items() for path in paths
-                      if not in_clone(path, have) and path not in AWAITING_MERGE_PATHS})
+                      if not in_clone(path, have)})
     assert missing == [], f"the documents name paths a clone does not have: {missing}"
 
 
 def test_what_awaits_the_merge_is_still_missing():
-    have = tracked()
-    arrived = sorted(path for path in AWAITING_MERGE_PATHS if in_clone(path, have))
-    assert arrived == [], f"{arrived} exist now: remove them from AWAITING_MERGE_PATHS in tests/fixtures/readme.py"
     commands = cli_commands()
     arrived = sorted(command for command in AWAITING_MERGE_COMMANDS if command in commands)
     assert arrived == [], f"`embedpyramid {arrived}` exist now: remove them from AWAITING_MERGE_COMMANDS"

@@ -323,7 +323,7 @@ def _reproduction_section(checks: pl.DataFrame, references: pl.DataFrame) -> Rep
     if checks.is_empty() and references.is_empty():
         intro = ("No dataset in datasets.yaml carries a published score (`reference:` or `mteb_results:`), so no "
                  "number of this pipeline has been checked against a published one. None could be verified for the "
-                 "installed models on data that installs offline (README, \"L3: benchmark transfer\"): point a `beir` "
+                 "installed models on data that installs offline (docs/levels/l3-transfer.md, \"What installs offline\"): point a `beir` "
                  "or `squad` entry at a downloaded benchmark and add its published scores to reproduce them before "
                  "trusting the other numbers.")
     else:

@@ -155,7 +155,7 @@ def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_kill
     started = time.monotonic()
 
     def mark(what: str) -> None:
-        """Where the test's time goes (shown with pytest -s; docs/deploy.md quotes it)."""
+        """Where the test's time goes (shown with pytest -s)."""
         print(f"{time.monotonic() - started:5.0f} s  {what}")
 
     datasets = {"tiny": {"loader": "beir", "path": str(beir_folder(tmp_path / "tiny-beir"))}}
