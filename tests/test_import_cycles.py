@@ -23,7 +23,7 @@ CLI_ENTRIES = frozenset({("embedpyramid.cli", "pipelines"), ("embedpyramid.cli",
 """The only imports of a layer by the core: the CLI's ``run``, ``backfill`` and ``status`` import
 the runner, and before it the warm start (``graphbase.warm``); nothing imports the CLI, so they
 close no cycle."""
-FLOORS = frozenset({"config", "data", "encode", "stats", "rendering", "store", "hashing", "progress", "usage",
+FLOORS = frozenset({"config", "data", "encode", "stats", "rendering", "store", "hashing", "hub", "progress", "usage",
                     "vectors", "http", "code_version", "current_inputs"})
 LEVELS = {"geometry": 1, "retrieval": 2, "tasks": 2, "transfer": 3, "serving": 4, "systems": 5, "downstream": 6,
           "efficiency": 7}

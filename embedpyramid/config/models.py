@@ -17,6 +17,10 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from embedpyramid.config.base import ConfigError, Strict, format_validation, named_section, read_yaml, resolve_path
 from embedpyramid.hashing import sha256_json
+from embedpyramid.hub import DEFAULT_REVISION, HubError, resolve_commit
+
+HUB_ID = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*")
+"""A hub repository id: ``name`` or ``org/name``."""
 
 
 class PackageSource(Strict):
@@ -33,10 +37,21 @@ class PathSource(Strict):
 
 
 class HubSource(Strict):
-    """A hub model id pinned to a revision; loads only from the local cache (offline)."""
+    """A hub repository id at a revision: a branch, a tag or a commit (default ``main``). The
+    revision is resolved to its commit when the config is loaded, and the commit (not the name)
+    is hashed into the card: a branch that moves is a new card. The files download into the
+    Hugging Face cache when online; with ``HF_HUB_OFFLINE=1`` they are read from it
+    (:mod:`embedpyramid.hub`)."""
 
     hub: str
-    revision: str
+    revision: str = DEFAULT_REVISION
+
+    @field_validator("hub")
+    @classmethod
+    def _repo_id(cls, value: str) -> str:
+        if not HUB_ID.fullmatch(value):
+            raise ValueError(f"hub {value!r} is not a repository id: write it as 'org/name' (or 'name')")
+        return value
 
 
 class HttpSource(Strict):
@@ -266,7 +281,10 @@ def resolve_source(directory: Path, name: str, card: ModelCard) -> tuple[Path | 
         path = resolve_path(directory, source.path)
         identity = {"path": str(path)}
     else:
-        return None, {"hub": source.hub, "revision": source.revision}
+        try:
+            return None, {"hub": source.hub, "commit": resolve_commit(source.hub, source.revision, where=where)}
+        except HubError as error:
+            raise ConfigError(str(error)) from None
     if not path.exists():
         raise ConfigError(f"{where}: model path {path} does not exist; point it at a model directory")
     return path, identity

@@ -7,7 +7,7 @@ Each named system is one ``kind`` (its settings: :mod:`embedpyramid.config.syste
 - ``weighted``: weighted sum of per-query normalized scores of two or more input runs; the
   weight can be chosen on the dataset's dev split (``settings.dev_datasets``).
 - ``cross-encoder``: the top ``top_n`` of a first stage rescored by a sentence-transformers
-  ``CrossEncoder`` from an installed package, a local path or the local hub cache.
+  ``CrossEncoder`` from an installed package, a local path or a hub repository (pinned to its commit).
 - ``bi-encoder``: the top ``top_n`` of a first stage rescored by another model card's vectors.
 
 An input or first stage is a reference: ``exact`` (the evaluated model's exact run),
@@ -56,6 +56,7 @@ from embedpyramid.config.system_kinds import (
     WeightedSystem,
 )
 from embedpyramid.hashing import sha256_json
+from embedpyramid.hub import HubError, resolve_commit
 
 if TYPE_CHECKING:
     from embedpyramid.config.ann import AnnConfig
@@ -111,10 +112,11 @@ def parse_ann_reference(reference: str) -> AnnReference | None:
 
 @dataclass(frozen=True)
 class ModelLocation:
-    """Where a cross-encoder loads from: a directory, or a hub id at a revision (local cache only)."""
+    """Where a cross-encoder loads from: a directory, or a hub repository id at the ``commit`` its
+    revision pointed at when the config was loaded (:mod:`embedpyramid.hub`)."""
 
     location: str
-    revision: str | None = None
+    commit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -228,13 +230,13 @@ def load_systems_config(
     for name, spec in systems.items():
         _check_references(path, name, spec, systems, models, ann)
     _check_acyclic(path, systems)
-    hashes: dict[str, str] = {}
-    for name in systems:
-        _hash_system(name, systems, settings, models, ann, hashes)
     cross_encoders = {
         name: _cross_encoder_location(path, name, spec.source)
         for name, spec in systems.items() if isinstance(spec, CrossEncoderSystem)
     }
+    hashes: dict[str, str] = {}
+    for name in systems:
+        _hash_system(name, systems, settings, models, ann, cross_encoders, hashes)
     return SystemsConfig(settings, systems, hashes, cross_encoders)
 
 
@@ -242,7 +244,10 @@ def _cross_encoder_location(path: Path, name: str, source: PackageSource | PathS
     """Locate a cross-encoder without importing or loading it; a missing one is a ConfigError."""
     where = f"{path}: systems.{name}.source"
     if isinstance(source, HubSource):
-        return ModelLocation(source.hub, source.revision)
+        try:
+            return ModelLocation(source.hub, resolve_commit(source.hub, source.revision, where=where))
+        except HubError as error:
+            raise ConfigError(str(error)) from None
     if isinstance(source, PackageSource):
         spec = find_spec(source.package)
         if spec is None or not spec.submodule_search_locations:
@@ -312,7 +317,7 @@ def _check_acyclic(path: Path, systems: Mapping[str, AnySystem]) -> None:
 
 def _hash_system(
     name: str, systems: Mapping[str, AnySystem], settings: SystemsSettings, models: Mapping[str, ResolvedModel],
-    ann: AnnConfig | None, hashes: dict[str, str],
+    ann: AnnConfig | None, cross_encoders: Mapping[str, ModelLocation], hashes: dict[str, str],
 ) -> str:
     if name in hashes:
         return hashes[name]
@@ -320,7 +325,7 @@ def _hash_system(
     inputs: dict[str, Any] = {}
     for reference in spec.references():
         if reference in systems:
-            inputs[reference] = _hash_system(reference, systems, settings, models, ann, hashes)
+            inputs[reference] = _hash_system(reference, systems, settings, models, ann, cross_encoders, hashes)
         elif (parsed := parse_ann_reference(reference)) is not None and ann is not None:
             index = ann.spec(parsed.spec)
             inputs[reference] = {"index": index.identity(), "seed": index.seed, "k": ann.settings.k}
@@ -337,6 +342,8 @@ def _hash_system(
         identity["libraries"] = {"sentence-transformers": _version("sentence-transformers")}
         if isinstance(spec.source, PackageSource):
             identity["libraries"][spec.source.package] = package_version(spec.source.package)
+        if cross_encoders[name].commit is not None:
+            identity["commit"] = cross_encoders[name].commit
     if isinstance(spec, BiEncoderSystem):
         identity["by_card"] = models[spec.by].card_hash
     hashes[name] = sha256_json(identity)

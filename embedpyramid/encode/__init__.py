@@ -1,7 +1,7 @@
 """Encoder backends and content-addressed, sharded embedding tables.
 
-Backends, one module each: ``sentence_transformer`` (installed package, local path, or hub id +
-revision from the local cache), ``static_model`` (model2vec), ``entry_point`` (a python
+Backends, one module each: ``sentence_transformer`` (installed package, local path, or a hub
+repository at a commit), ``static_model`` (model2vec), ``entry_point`` (a python
 ``module:callable``), and the remote ``http_api`` (OpenAI-compatible ``/v1/embeddings``) and
 ``bedrock`` (Amazon Bedrock, Titan-style requests, boto3 as an optional extra) on a shared
 ``remote`` base. ``base`` holds what they share; ``shards`` the single pass in resumable shards;

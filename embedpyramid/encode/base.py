@@ -13,9 +13,13 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
+
+from embedpyramid.config import HubSource, ResolvedModel
+from embedpyramid.hub import HubError, download
 
 Kind = Literal["query", "document"]
 Progress = Callable[[int, int], None]
@@ -24,6 +28,21 @@ PLURAL: dict[Kind, str] = {"query": "queries", "document": "documents"}
 
 class EncodeError(RuntimeError):
     """A model could not be loaded or returned unusable vectors; the message names the card."""
+
+
+def model_folder(model: ResolvedModel) -> tuple[Path, str]:
+    """Where a local card's model files are, and how to name them in a message: the source's
+    folder, or the cache's snapshot of a hub repository at the card's commit (downloaded first
+    when online and missing)."""
+    source = model.card.source
+    if isinstance(source, HubSource):
+        commit = model.source_identity["commit"]
+        try:
+            return download(source.hub, commit, where=f"model card {model.name!r}"), f"{source.hub} @ {commit[:12]}"
+        except HubError as error:
+            raise EncodeError(str(error)) from None
+    assert model.source_path is not None, f"model card {model.name!r} has no local files"
+    return model.source_path, str(model.source_path)
 
 
 class Encoder(Protocol):

@@ -1,5 +1,5 @@
-"""The sentence-transformers backend: an installed package, a local path, or a hub id + revision
-loaded from the local cache only."""
+"""The sentence-transformers backend: an installed package, a local path, or a hub repository at
+the card's commit (downloaded into the Hugging Face cache when online: :mod:`embedpyramid.hub`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from embedpyramid.config import HubSource, ResolvedModel
-from embedpyramid.encode.base import DirectionCheck, EncodeError, Encoder, Kind
+from embedpyramid.config import ResolvedModel
+from embedpyramid.encode.base import DirectionCheck, EncodeError, Encoder, Kind, model_folder
 
 
 class SentenceTransformerEncoder:
@@ -26,17 +26,11 @@ class SentenceTransformerEncoder:
         transformers_logging.disable_progress_bar()
         card, where = model.card, f"model card {model.name!r}"
         self.where = where
-        if isinstance(card.source, HubSource):
-            location, revision = card.source.hub, card.source.revision
-        else:
-            location, revision = str(model.source_path), None
+        location, named = model_folder(model)
         try:
-            self.model = SentenceTransformer(location, device=card.run.device, revision=revision, local_files_only=True)
+            self.model = SentenceTransformer(str(location), device=card.run.device, local_files_only=True)
         except Exception as error:
-            raise EncodeError(
-                f"{where}: cannot load sentence-transformers model from {location!r}"
-                f"{' @ ' + revision if revision else ''}: {error}. Hub models load only from the local cache."
-            ) from error
+            raise EncodeError(f"{where}: cannot load sentence-transformers model from {named}: {error}") from error
         modules = [type(module).__name__ for module in self.model]
         pooling = next((m for m in self.model if type(m).__name__ == "Pooling"), None)
         backend_pooling = getattr(pooling, "pooling_mode", None)

@@ -1,4 +1,5 @@
-"""The model2vec backend: static (token-embedding) models, pure numpy."""
+"""The model2vec backend: static (token-embedding) models, pure numpy, from an installed package, a
+local path or a hub repository at the card's commit (:func:`embedpyramid.encode.base.model_folder`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embedpyramid.config import HubSource, ResolvedModel
-from embedpyramid.encode.base import EncodeError, Encoder, Kind
+from embedpyramid.config import ResolvedModel
+from embedpyramid.encode.base import EncodeError, Encoder, Kind, model_folder
 
 
 class Model2VecEncoder:
@@ -15,11 +16,11 @@ class Model2VecEncoder:
         from model2vec import StaticModel
 
         card = model.card
-        location = card.source.hub if isinstance(card.source, HubSource) else str(model.source_path)
+        location, named = model_folder(model)
         try:
-            self.model = StaticModel.from_pretrained(location, normalize=False)
+            self.model = StaticModel.from_pretrained(str(location), normalize=False)
         except Exception as error:
-            raise EncodeError(f"model card {model.name!r}: cannot load model2vec model from {location!r}: {error}") from error
+            raise EncodeError(f"model card {model.name!r}: cannot load model2vec model from {named}: {error}") from error
         self.max_tokens = card.max_tokens
         self.prompts = {"query": card.query_prompt, "document": card.document_prompt}
         self.batch_size = card.run.batch_size

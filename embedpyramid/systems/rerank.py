@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from embedpyramid.config.systems import ModelLocation
+from embedpyramid.hub import download
 from embedpyramid.systems.fusion import candidates
 from embedpyramid.systems.latency import StageLatency, latency_sample, time_per_query
 from embedpyramid.systems.runs import CodedRun, group_starts, ranked
@@ -64,21 +65,21 @@ class RerankRun:
 
 
 class CrossEncoderScorer:
-    """A sentence-transformers CrossEncoder loaded from a directory or the local hub cache."""
+    """A sentence-transformers CrossEncoder loaded from a directory, or from the Hugging Face cache's
+    snapshot of a hub repository at its commit (downloaded first when online and missing)."""
 
     def __init__(self, location: ModelLocation, *, max_length: int | None = None, batch_size: int = 32,
                  device: str = "cpu"):
         from sentence_transformers import CrossEncoder
 
+        folder, named = location.location, repr(location.location)
+        if location.commit is not None:
+            named = f"{location.location} @ {location.commit[:12]}"
+            folder = str(download(location.location, location.commit, where=f"cross-encoder {named}"))
         try:
-            self.model = CrossEncoder(location.location, revision=location.revision, max_length=max_length,
-                                      device=device, local_files_only=True)
+            self.model = CrossEncoder(folder, max_length=max_length, device=device, local_files_only=True)
         except Exception as error:
-            raise RuntimeError(
-                f"cannot load a CrossEncoder from {location.location!r}"
-                f"{' @ ' + location.revision if location.revision else ''}: {error}. "
-                "Hub models load only from the local cache."
-            ) from error
+            raise RuntimeError(f"cannot load a CrossEncoder from {named}: {error}") from error
         if self.model.num_labels != 1:
             raise ValueError(
                 f"the CrossEncoder at {location.location!r} has {self.model.num_labels} labels; reranking needs one "
@@ -96,7 +97,7 @@ class CrossEncoderScorer:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "location": self.location.location, "revision": self.location.revision, "max_length": self.max_length,
+            "location": self.location.location, "commit": self.location.commit, "max_length": self.max_length,
             "batch_size": self.batch_size, "activation": "none (raw logits)",
             "sentence-transformers": importlib_metadata.version("sentence-transformers"),
         }

