@@ -15,6 +15,9 @@ from embedpyramid.config.base import Strict
 
 Task = Literal["retrieval", "sts", "pair_classification", "classification", "clustering", "bitext"]
 TASK_FAMILIES: tuple[str, ...] = ("sts", "pair_classification", "classification", "clustering", "bitext")
+ITEM_UNITS: dict[str, str] = {"sts": "pairs", "pair_classification": "pairs", "classification": "texts",
+                              "clustering": "texts", "bitext": "pairs"}
+"""What one compared item of each family is, as numbers are reported: ``accuracy over 30 pairs``."""
 FAMILY_FUNCTIONS: dict[str, dict[str, str]] = {
     "sts": {"evaluate": "embedpyramid.tasks.sts:evaluate_sts", "compare": "embedpyramid.tasks.sts:compare_sts"},
     "pair_classification": {"evaluate": "embedpyramid.tasks.pair_classification:evaluate_pair_classification",

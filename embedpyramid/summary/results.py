@@ -54,7 +54,8 @@ from embedpyramid.efficiency import efficiency_frame
 from embedpyramid.store import StorePath, file_fingerprint, local_file, read_table, write_with
 
 
-def _literal(value: object) -> str:
+def sql_literal(value: object) -> str:
+    """``value`` as an SQL string literal."""
     return "'" + str(value).replace("'", "''") + "'"
 
 
@@ -128,7 +129,8 @@ def build_results_db(
     are further long per-query tables appended to ``per_query_metrics`` (e.g. L6's judge and
     answer metrics); ``extra_conventions`` are tables of ``dataset, model, system, conventions``
     (JSON text) whose rows join the ``conventions`` view (the L2 task results'); ``quality_metric``
-    is the leaderboard metric the ``efficiency`` view shows beside the costs. Every Parquet file
+    is the report metric: the one the ``efficiency`` view shows beside the costs and the
+    ``report_settings`` view names. Every Parquet file
     is read through the store (literal paths, local or remote) and handed to DuckDB as Arrow.
     """
     if not partitions:
@@ -192,10 +194,11 @@ def build_results_db(
             "CREATE OR REPLACE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
             "count(*) AS n FROM t_per_query_metrics GROUP BY ALL"
         )
+        con.execute(f"CREATE OR REPLACE VIEW report_settings AS SELECT {sql_literal(quality_metric)} AS report_metric")
         con.execute(
-            f"CREATE OR REPLACE VIEW efficiency AS SELECT e.*, {_literal(quality_metric)} AS quality_metric, "
+            f"CREATE OR REPLACE VIEW efficiency AS SELECT e.*, {sql_literal(quality_metric)} AS quality_metric, "
             "l.mean AS quality FROM t_efficiency e LEFT JOIN leaderboard l ON l.dataset = e.dataset "
-            f"AND l.model = e.model AND l.system = 'exact' AND l.metric = {_literal(quality_metric)}"
+            f"AND l.model = e.model AND l.system = 'exact' AND l.metric = {sql_literal(quality_metric)}"
         )
 
     def write(path: Path) -> None:
