@@ -31,7 +31,7 @@ import dagster as dg
 
 from embedpyramid.config import ResolvedModel, load_config
 from embedpyramid.config.selection import select_datasets, select_models
-from embedpyramid.current_inputs import excluded_keys
+from embedpyramid.current_inputs import excluded_keys, task_asset_name
 from embedpyramid.rendering.tables import first_few
 from embedpyramid.store import ArtifactStore, StorePath
 from graphbase.freshness import (
@@ -306,8 +306,12 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Fre
         if not todo:
             report.summary_excludes = sorted({cause for state in states if state.needs_work for cause in state.causes})
             return freshness
-        if not _any_evaluated(session):
-            report.summary_skipped = "no (model, dataset) partition of the current cards is evaluated yet"
+        evaluated = _evaluated_inputs(session)
+        if not any(evaluated.values()):
+            report.summary_skipped = ("nothing is evaluated yet for the current cards: "
+                                      + first_few([f"{asset} on {dataset}" for asset, dataset in evaluated],
+                                                  "dataset results", separator="; ")
+                                      + " — none materialized (see the failures above, or run without --datasets)")
             session.log(f"summary skipped: {report.summary_skipped}")
             return None
         session.log(f"summary: {_describe(todo, verbose=True) if session.verbose else _brief(todo)}")
@@ -340,12 +344,15 @@ def _exclusions_changed(session: Session, freshness: Freshness, state: AssetStat
     return recorded is None or sorted(recorded.value) != current
 
 
-def _any_evaluated(session: Session) -> bool:
-    return any(
-        session.instance.fetch_materializations(dg.AssetRecordsFilter(
-            dg.AssetKey("retrieval_metrics"), asset_partitions=[str(model_dataset_key(name, dataset))]), limit=1).records
-        for name in session.config.models for dataset in session.config.datasets
-    )
+def _evaluated_inputs(session: Session) -> dict[tuple[str, str], bool]:
+    """Per (the asset a summary reads, dataset): whether any current card has it materialized —
+    ``retrieval_metrics`` of a retrieval dataset, ``task_<family>`` of a task dataset."""
+    config = session.config
+    wanted = [("retrieval_metrics", dataset) for dataset in config.datasets_with_data()]
+    wanted += [(task_asset_name(spec.task), dataset) for dataset, spec in config.task_datasets.items()]
+    return {(asset, dataset): any(session.instance.fetch_materializations(dg.AssetRecordsFilter(
+        dg.AssetKey(asset), asset_partitions=[str(model_dataset_key(name, dataset))]), limit=1).records
+        for name in config.models) for asset, dataset in wanted}
 
 
 def _describe(states: Sequence[AssetState], verbose: bool = False) -> str:

@@ -30,7 +30,7 @@ SPLIT_ORDER = ("test", "all", "cv")
 def terminal_answer(db_path: StorePath, report_dir: StorePath) -> str:
     """The compact leaderboard, then one verdict line per dataset."""
     verdicts = _verdicts(report_dir)
-    blocks = [compact_leaderboard(db_path, verdicts)]
+    blocks = [compact_leaderboard(db_path, verdicts), _reproduction_line(db_path)]
     lines = verdict_lines(verdicts)
     if lines:
         blocks.append("\n".join(["verdict (one line per dataset; the report has every system and metric):",
@@ -40,7 +40,7 @@ def terminal_answer(db_path: StorePath, report_dir: StorePath) -> str:
 
 def compact_leaderboard(db_path: StorePath, verdicts: Sequence[dict] | None = None) -> str:
     """Per retrieval dataset its headline table, then the task datasets' table."""
-    views = set(query_results(db_path, "SELECT view_name FROM duckdb_views() WHERE NOT internal")["view_name"])
+    views = _views(db_path)
     report_metric = query_results(db_path, "SELECT report_metric FROM report_settings")["report_metric"][0]
     leaderboard = query_results(db_path, "SELECT * FROM leaderboard WHERE system = 'exact'")
     blocks = [_retrieval_table(db_path, views, dataset, part, report_metric)
@@ -137,6 +137,19 @@ def _task_table(db_path: StorePath, verdicts: Sequence[dict]) -> str:
                   ["dataset", "task", "score", "n", *models], rows)
 
 
+def _reproduction_line(db_path: StorePath) -> str:
+    """How the published scores fared (none: nothing to say)."""
+    if "reproduction" not in _views(db_path):
+        return ""
+    counts = dict(query_results(db_path, "SELECT status, count(*) AS n FROM reproduction GROUP BY status").rows())
+    if not counts:
+        return ""
+    total = sum(counts.values())
+    return (f"published scores: {total} checked — " + ", ".join(f"{counts[status]} {status}" for status in
+                                                             ("pass", "fail", "not measured") if status in counts)
+            + " (the report's Reproduction section)")
+
+
 def verdict_lines(verdicts: Sequence[dict]) -> list[str]:
     """One line per dataset: its first verdict's line, and how many more the report holds."""
     by_dataset: dict[str, list[dict]] = {}
@@ -147,6 +160,10 @@ def verdict_lines(verdicts: Sequence[dict]) -> list[str]:
         more = len(found) - 1
         lines.append(found[0].get("line", found[0]["text"]) + (f" (+{more} more in the report)" if more else ""))
     return lines
+
+
+def _views(db_path: StorePath) -> set[str]:
+    return set(query_results(db_path, "SELECT view_name FROM duckdb_views() WHERE NOT internal")["view_name"])
 
 
 def _verdicts(report_dir: StorePath) -> list[dict]:
