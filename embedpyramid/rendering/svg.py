@@ -40,7 +40,7 @@ _MUTED = "#8c8c8c"
 _DECISION_COLORS = {"better": _BETTER, "worse": _WORSE, "not significant": _UNCLEAR}
 
 
-def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
+def forest_plot_svg(comparisons: pl.DataFrame, metric: str, *, title: str = "") -> str:
     """Forest plot of ``metric``: each slice's mean delta (B − A) with its (unadjusted) interval.
 
     One block per (dataset, system, model pair), one line per slice in table order, coloured by
@@ -119,7 +119,7 @@ def forest_plot_svg(comparisons: pl.DataFrame, metric: str) -> str:
             anchor="middle",
         )
     )
-    title = f"Slice deltas on {metric}"
+    title = title or f"Slice deltas on {metric}"
     header = svg_text(8, 22, title, size=15, weight="bold")
     return svg_document(width, axis_bottom + 48, title, [header, *_forest_legend(), *axis, *lines])
 

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from embedpyramid.config.measures import parse_measure
 from embedpyramid.store import StorePath, read_json
-from embedpyramid.summary.report import VERDICT_FILE
+from embedpyramid.summary.report import VERDICT_FILE, headline_metrics, verdict_lines
 from embedpyramid.summary.results import query_results, sql_literal
 
 EXACT = "exact"
@@ -47,21 +46,6 @@ def compact_leaderboard(db_path: StorePath, verdicts: Sequence[dict] | None = No
               for (dataset,), part in leaderboard.partition_by("dataset", as_dict=True, maintain_order=True).items()]
     tasks = _task_table(db_path, verdicts or []) if {"task_summary", "task_hsd"} <= views else ""
     return "\n\n".join([*blocks, *([tasks] if tasks else [])])
-
-
-def headline_metrics(metrics: Sequence[str], report_metric: str) -> list[str]:
-    """The report metric, then Recall at the deepest measured cutoff and MRR@10 (else MRR at the
-    smallest cutoff), each once and only where measured."""
-    measures = {}
-    for metric in metrics:
-        try:
-            measures[metric] = parse_measure(metric)
-        except ValueError:
-            continue
-    recalls = sorted((m.cutoff or 0, name) for name, m in measures.items() if m.name == "Recall")
-    mrrs = sorted((m.cutoff != 10, m.cutoff or math.inf, name) for name, m in measures.items() if m.name == "MRR")
-    chosen = [report_metric, *(recalls[-1][1:] if recalls else ()), *(mrrs[0][2:] if mrrs else ())]
-    return [metric for metric in dict.fromkeys(chosen) if metric in metrics]
 
 
 def _retrieval_table(db_path: StorePath, views: set[str], dataset: str, part: pl.DataFrame, report_metric: str) -> str:
@@ -148,18 +132,6 @@ def _reproduction_line(db_path: StorePath) -> str:
     return (f"published scores: {total} checked — " + ", ".join(f"{counts[status]} {status}" for status in
                                                              ("pass", "fail", "not measured") if status in counts)
             + " (the report's Reproduction section)")
-
-
-def verdict_lines(verdicts: Sequence[dict]) -> list[str]:
-    """One line per dataset: its first verdict's line, and how many more the report holds."""
-    by_dataset: dict[str, list[dict]] = {}
-    for verdict in verdicts:
-        by_dataset.setdefault(verdict["dataset"], []).append(verdict)
-    lines = []
-    for found in by_dataset.values():
-        more = len(found) - 1
-        lines.append(found[0].get("line", found[0]["text"]) + (f" (+{more} more in the report)" if more else ""))
-    return lines
 
 
 def _views(db_path: StorePath) -> set[str]:

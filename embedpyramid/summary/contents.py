@@ -33,7 +33,7 @@ from embedpyramid.store import ArtifactStore, read_frame, write_json
 from embedpyramid.summary.comparisons import EXACT, ComparisonTables
 from embedpyramid.summary.environment import environment_section
 from embedpyramid.summary.overview import OVERVIEW_FILE, OverviewLine, pyramid_overview
-from embedpyramid.summary.report import VERDICT_FILE, ComparisonReport, write_report
+from embedpyramid.summary.report import VERDICT_FILE, ComparisonReport, verdict_lines, write_report
 from embedpyramid.systems.comparison import report_section as l5_section
 from embedpyramid.tasks.comparison import read_task_summary, task_report_sections, tasks_summary_dir
 from embedpyramid.transfer.level import pair_verdict, read_transfer, transfer_dir
@@ -90,7 +90,7 @@ def build_report(
         leaderboard=leaderboard, comparisons=tables.comparisons, regressions=tables.regressions,
         deltas=tables.deltas, metric=config.protocol.comparison.report_metric,
         title="Embedding model evaluation", sections=tuple(sections),
-        verdicts=tuple(verdict["text"] for verdict in verdicts),
+        verdicts=tuple(verdict["text"] for verdict in verdicts), verdict_lines=tuple(verdict_lines(verdicts)),
         hsd=tables.hsd, hsd_pairs=tables.hsd_pairs, floor=tables.random_floor,
         notes=tuple(_tie_notes(conventions)),
         environment=(environment_section(cards, datasets, conventions),),

@@ -8,11 +8,15 @@ follow, folded. The blocks are rendered as Markdown and as self-contained HTML b
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import polars as pl
 
+from embedpyramid.config.measures import parse_measure
+from embedpyramid.config.slices import ALL_QUERIES
 from embedpyramid.rendering import document
 from embedpyramid.rendering.document import (
     Block,
@@ -43,6 +47,7 @@ from embedpyramid.store import StorePath, read_json
 from embedpyramid.summary.overview import OverviewLine
 
 _PAIR_KEYS = ["dataset", "system", "model_a", "model_b"]
+EXACT = "exact"
 VERDICT_FILE = "verdict.json"
 """The file that holds verdicts: one dataset's in its comparisons folder, and every verdict the
 report opens with in the report folder."""
@@ -58,7 +63,8 @@ class ComparisonReport:
     :func:`embedpyramid.stats.pairing.query_deltas` (per-query deltas, for the distributions).
     ``metric`` is the headline metric of the slice table, the plots and the regression list;
     ``metrics`` limits the leaderboard and comparison table rows (None: every metric).
-    ``verdicts`` are the verdict paragraphs the report opens with; ``hsd`` and ``hsd_pairs``
+    ``verdict_lines`` the verdict of each dataset on one line (:func:`verdict_lines`), on the first
+    screen under the ranking; ``verdicts`` the verdict paragraphs, folded below; ``hsd`` and ``hsd_pairs``
     the Tukey HSD tables (:func:`embedpyramid.stats.hsd_tables.tukey_hsd_tables`); ``floor`` the
     random-ranking floor per dataset and metric (dataset, metric, mean); ``notes`` sentences
     under the leaderboard (ties, judged documents); ``environment`` the closing sections that
@@ -75,6 +81,7 @@ class ComparisonReport:
     title: str = "Embedding model comparison"
     sections: tuple[ReportSection, ...] = ()
     verdicts: tuple[str, ...] = ()
+    verdict_lines: tuple[str, ...] = ()
     hsd: pl.DataFrame = field(default_factory=pl.DataFrame)
     hsd_pairs: pl.DataFrame = field(default_factory=pl.DataFrame)
     floor: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -84,9 +91,10 @@ class ComparisonReport:
 
 
 def report_figures(report: ComparisonReport) -> list[Figure]:
-    """The forest plot of ``report.metric``, one delta histogram per model pair, and the
-    figures of the further sections."""
-    return _forest_figures(report) + _histogram_figures(report) + [f for s in report.sections for f in s.figures]
+    """The forest plots of ``report.metric`` (every model against the baseline over all queries, then
+    per slice), one delta histogram per model pair, and the figures of the further sections."""
+    return (_overall_forest(report) + _forest_figures(report) + _histogram_figures(report)
+            + [f for s in report.sections for f in s.figures])
 
 
 def _forest_figures(report: ComparisonReport) -> list[Figure]:
@@ -131,11 +139,102 @@ def write_report(out_dir: str | os.PathLike[str] | StorePath, report: Comparison
     return document.write_document(out_dir, report.title, _blocks(report), report_figures(report))
 
 
+def headline_metrics(metrics: Sequence[str], report_metric: str) -> list[str]:
+    """The report metric, then Recall at the deepest measured cutoff and MRR@10 (else MRR at the
+    smallest cutoff), each once and only where measured."""
+    measures = {}
+    for metric in metrics:
+        try:
+            measures[metric] = parse_measure(metric)
+        except ValueError:
+            continue
+    recalls = sorted((m.cutoff or 0, name) for name, m in measures.items() if m.name == "Recall")
+    mrrs = sorted((m.cutoff != 10, m.cutoff or math.inf, name) for name, m in measures.items() if m.name == "MRR")
+    chosen = [report_metric, *(recalls[-1][1:] if recalls else ()), *(mrrs[0][2:] if mrrs else ())]
+    return [metric for metric in dict.fromkeys(chosen) if metric in metrics]
+
+
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def ranking_table(report: ComparisonReport, dataset: str) -> pl.DataFrame:
+    """One dataset's models (exact search) ranked by the report metric, with each headline metric's
+    mean; a superscript ``i`` marks a significant win over the model ranked ``i``: on the report
+    metric by the Tukey HSD over every pair (three or more models) or else by the confirmatory
+    comparison, on another metric by its comparison with the baseline (adjusted in its family)."""
+    board = report.leaderboard.filter((pl.col("dataset") == dataset) & (pl.col("system") == EXACT))
+    means = {(row["model"], row["metric"]): row["mean"] for row in board.iter_rows(named=True)}
+    metrics = headline_metrics(board["metric"].unique().to_list(), report.metric)
+    models = sorted(dict.fromkeys(board["model"].to_list()),
+                    key=lambda model: -(means.get((model, report.metric)) or -math.inf))
+    rank = {model: index for index, model in enumerate(models, start=1)}
+    wins: dict[tuple[str, str], set[int]] = {}
+    for metric, winner, loser in _significant_wins(report, dataset):
+        if winner in rank and loser in rank:
+            wins.setdefault((metric, winner), set()).add(rank[loser])
+    n = board.filter(pl.col("metric") == report.metric)["n"].max()
+    rows = [{"#": str(rank[model]), "model": model,
+             **{metric: (f"{means[(model, metric)]:.4f}" + "".join(str(i).translate(SUPERSCRIPTS)
+                                                                  for i in sorted(wins.get((metric, model), ())))
+                         if (model, metric) in means else "-") for metric in metrics},
+             "queries": f"{n:,}" if n is not None else "-"} for model in models]
+    return pl.DataFrame(rows, schema=dict.fromkeys(["#", "model", *metrics, "queries"], pl.String()))
+
+
+def _significant_wins(report: ComparisonReport, dataset: str) -> list[tuple[str, str, str]]:
+    """(metric, winner, loser) of every significant difference the ranking marks: the HSD's pairs
+    on the report metric where there is one, the comparisons over all queries otherwise."""
+    hsd_pairs = (report.hsd_pairs.filter((pl.col("dataset") == dataset) & (pl.col("system") == EXACT))
+                 if report.hsd_pairs.height else report.hsd_pairs)
+    found = [(row["metric"], row["model_b"], row["model_a"]) if row["mean_delta"] > 0
+             else (row["metric"], row["model_a"], row["model_b"])
+             for row in hsd_pairs.iter_rows(named=True) if row["significant"]]
+    decided_by_hsd = {row["metric"] for row in hsd_pairs.iter_rows(named=True)}
+    if report.comparisons.height:
+        overall = report.comparisons.filter((pl.col("dataset") == dataset) & (pl.col("system") == EXACT)
+                                            & (pl.col("slice_column") == ALL_QUERIES)
+                                            & ~pl.col("metric").is_in(list(decided_by_hsd)))
+        found += [(row["metric"], row["model_b"], row["model_a"]) if row["decision"] == "better"
+                  else (row["metric"], row["model_a"], row["model_b"])
+                  for row in overall.iter_rows(named=True) if row["decision"] in ("better", "worse")]
+    return found
+
+
+def _ranking_blocks(report: ComparisonReport) -> list[Block]:
+    """The first screen after the verdict: each dataset's ranking table and the forest plot of the
+    report metric's deltas over all queries."""
+    datasets = list(dict.fromkeys(report.leaderboard.filter(pl.col("system") == EXACT)["dataset"].to_list()))
+    if not datasets:
+        return []
+    baseline = report.comparisons["model_a"][0] if report.comparisons.height else None
+    blocks: list[Block] = [Heading(2, f"Ranking: {report.metric}", "ranking"), Paragraph(
+        f"Models ranked by {report.metric} over all queries (exact search), with the headline metrics. A superscript "
+        f"i marks a significant win over the model ranked i — on {report.metric} by the Tukey HSD over every pair "
+        "(three or more models) or the confirmatory Holm test (two); on the other metrics by the comparison with "
+        f"the baseline{f' {baseline}' if baseline else ''}, Benjamini–Hochberg-adjusted. A difference without a "
+        "mark is not distinguishable at this number of queries.")]
+    for dataset in datasets:
+        blocks += [Paragraph(dataset), Table(ranking_table(report, dataset))]
+    return blocks + _overall_forest(report)
+
+
+def _overall_forest(report: ComparisonReport) -> list[Figure]:
+    overall = report.comparisons.filter((pl.col("slice_column") == ALL_QUERIES) & (pl.col("metric") == report.metric)
+                                        & (pl.col("system") == EXACT)) if report.comparisons.height else report.comparisons
+    if overall.is_empty():
+        return []
+    caption = (f"Δ {report.metric} of each model against the baseline over all queries, with its unadjusted "
+               f"{confidence_label(overall)} interval, coloured by the confirmatory family's decision (each model "
+               "against the baseline, Holm); the ranking's Tukey HSD compares every pair at once and separates less")
+    return [Figure(f"forest-all-{slug(report.metric)}", caption,
+                   forest_plot_svg(overall, report.metric, title=f"Δ {report.metric} against the baseline"))]
+
+
 def _blocks(report: ComparisonReport) -> list[Block]:
     comparisons, metric = report.comparisons, report.metric
     sections: list[list[Block]] = [
         [
-            Heading(2, "Leaderboard"),
+            Heading(2, "Leaderboard", folded=True),
             Paragraph(
                 "Mean over the evaluated queries of every measure, beside what a random ranking of the corpus "
                 "scores (its floor, in closed form). Judged@k is the share of the top k with any qrel: unjudged "
@@ -148,7 +247,7 @@ def _blocks(report: ComparisonReport) -> list[Block]:
     ]
     if report.hsd.height:
         sections.append([
-            Heading(2, f"Model groups: {metric} (Tukey HSD)"),
+            Heading(2, f"Model groups: {metric} (Tukey HSD)", folded=True),
             Paragraph(
                 "Randomized Tukey HSD over every pair of models on all queries: models sharing a group letter are "
                 "not distinguishable; the rank interval is every rank a model could hold given the significant "
@@ -161,12 +260,12 @@ def _blocks(report: ComparisonReport) -> list[Block]:
         ])
     sections += [
         [
-            Heading(2, "Comparisons over all queries"),
+            Heading(2, "Comparisons over all queries", folded=True),
             Paragraph(_settings_note(comparisons)),
             Table(comparison_summary(comparisons, report.metrics)),
         ],
         [
-            Heading(2, f"Slices: {metric}"),
+            Heading(2, f"Slices: {metric}", folded=True),
             Paragraph(
                 "Each slice's mean delta with its interval and n, so that an average gain cannot hide a regression "
                 "in one slice. Slices are exploratory (Benjamini–Hochberg). Slices marked 'small n' have too few "
@@ -175,8 +274,9 @@ def _blocks(report: ComparisonReport) -> list[Block]:
             Table(slice_summary(comparisons, metric)),
             *_forest_figures(report),
         ],
-        [Heading(2, f"Per-query delta distribution: {metric}"), *_histogram_figures(report)],
-        [Heading(2, f"Worst regressions and best improvements: {metric}"), *_regression_blocks(report.regressions)],
+        [Heading(2, f"Per-query delta distribution: {metric}", folded=True), *_histogram_figures(report)],
+        [Heading(2, f"Worst regressions and best improvements: {metric}", folded=True),
+         *_regression_blocks(report.regressions)],
         *(section_blocks(section) for section in (*report.sections, *report.environment)),
     ]
     anchors: dict[str, int] = {}
@@ -186,13 +286,17 @@ def _blocks(report: ComparisonReport) -> list[Block]:
         assert isinstance(heading, Heading)
         linked.append([replace(heading, anchor=anchor(heading.text, anchors)), *blocks[1:]])
     contents = [(block.anchor, block.text) for blocks in linked for block in blocks[:1] if isinstance(block, Heading)]
-    verdicts = [Paragraph(text, "verdict") for text in report.verdicts] or [Paragraph("No model pairs to compare.")]
+    lines = [Paragraph(text, "verdict") for text in report.verdict_lines] or [Paragraph("No model pairs to compare.")]
+    paragraphs = [Heading(2, "Verdicts in full", "verdicts-in-full", folded=True),
+                  *(Paragraph(text, "verdict") for text in report.verdicts)] if report.verdicts else []
     return [
         Heading(1, report.title),
-        *_overview_blocks(report.overview, linked),
+        *_ranking_blocks(report),
         Heading(2, "Verdict", "verdict"),
-        *verdicts,
-        Heading(2, "Contents", "contents"),
+        *lines,
+        *paragraphs,
+        *_overview_blocks(report.overview, linked),
+        Heading(2, "Contents", "contents", folded=True),
         Links(tuple(contents)),
         *(block for blocks in linked for block in blocks),
     ]
@@ -208,7 +312,7 @@ def _overview_blocks(lines: tuple[OverviewLine, ...], linked: list[list[Block]])
         heading = blocks[0]
         if isinstance(heading, Heading):
             anchors.setdefault(heading.text, heading.anchor)
-    blocks: list[Block] = [Heading(2, "Overview", "overview")]
+    blocks: list[Block] = [Heading(2, "Overview", "overview", folded=True)]
     for dataset in dict.fromkeys(line.dataset for line in lines):
         own = [line for line in lines if line.dataset == dataset]
         items = tuple((anchors[line.section], f"{dataset} · {line.level}: {line.text}") for line in own
@@ -314,3 +418,15 @@ def verdict_texts(report_dir: StorePath) -> list[str]:
     per dataset, then the task families' (none before a report)."""
     path = report_dir / VERDICT_FILE
     return [verdict["text"] for verdict in read_json(path)] if path.is_file() else []
+
+
+def verdict_lines(verdicts: Sequence[dict]) -> list[str]:
+    """One line per dataset: its first verdict's line, and how many more the report holds."""
+    by_dataset: dict[str, list[dict]] = {}
+    for verdict in verdicts:
+        by_dataset.setdefault(verdict["dataset"], []).append(verdict)
+    lines = []
+    for found in by_dataset.values():
+        more = len(found) - 1
+        lines.append(found[0].get("line", found[0]["text"]) + (f" (+{more} more in the report)" if more else ""))
+    return lines

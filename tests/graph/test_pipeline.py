@@ -12,6 +12,7 @@ import pytest
 import yaml
 from graph_helpers import plan_and_automation
 from readme import commands_of
+from report_browser import CHROMIUM, report_height
 
 from embedpyramid.cli import main
 from embedpyramid.config import ConfigError, load_config, parse_measure
@@ -336,6 +337,12 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path, 
     assert [line.split(" · ")[0].split("] ")[-1].strip() for line in verdicts[:len(config.datasets)]] == list(
         config.datasets)
     assert "accuracy over 30 pairs" in warm.out and "accuracy over 745 texts" in warm.out  # units named for what they are
+
+    # The report's first screen ranks the models; everything else is folded: at 1,400 px it is not
+    # taller than 10,000 px (Chromium, which CI installs).
+    if CHROMIUM is not None:
+        height = report_height(tmp_path / "report" / "report.html", 1400, tmp_path / "report-first-screen.png")
+        assert height <= 10_000, f"the default report is {height} px tall at 1,400 px"
     assert " queries" not in "\n".join(line for line in verdicts if line.lstrip().startswith("["))
 
 

@@ -4,7 +4,8 @@ import polars as pl
 import pytest
 
 from embedpyramid.current_inputs import EvaluatedPartition
-from embedpyramid.summary.answer import compact_leaderboard, headline_metrics, terminal_answer, verdict_lines
+from embedpyramid.summary.answer import compact_leaderboard, terminal_answer
+from embedpyramid.summary.report import headline_metrics, verdict_lines
 from embedpyramid.summary.results import build_results_db
 
 METRICS = ["nDCG@10", "Recall@10", "Recall@100", "MRR@10", "MRR", "P@1"]

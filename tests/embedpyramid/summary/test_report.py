@@ -30,6 +30,7 @@ from embedpyramid.summary.report import (
     ComparisonReport,
     Figure,
     ReportSection,
+    ranking_table,
     render_html,
     render_markdown,
     report_figures,
@@ -81,6 +82,7 @@ def make_report() -> ComparisonReport:
         deltas=query_deltas(per_query, settings),
         metric="nDCG@10",
         verdicts=tuple(v.text() for v in verdicts),
+        verdict_lines=tuple(v.line() for v in verdicts),
         floor=pl.DataFrame({"dataset": ["chat", "chat"], "metric": ["nDCG@10", "Recall@100"], "mean": [0.01, 0.1],
                             "n": [n, n]}),
     )
@@ -194,11 +196,13 @@ def test_delta_histogram_counts_every_query():
         delta_histogram_svg(deltas, bins=4)
 
 
-def test_markdown_report_opens_with_the_verdict_and_a_table_of_contents():
+def test_markdown_report_opens_with_the_ranking_and_the_verdict_then_a_table_of_contents():
     markdown = render_markdown(REPORT)
     lines = markdown.splitlines()
     headings = [line for line in lines if line.startswith("#")]
-    assert headings[:3] == ["# Embedding model comparison", "## Verdict", "## Contents"]
+    assert headings[:5] == ["# Embedding model comparison", "## Ranking: nDCG@10", "## Verdict", "## Verdicts in full",
+                            "## Contents"]
+    assert lines[lines.index("## Verdict") + 2] == escape_markdown(REPORT.verdict_lines[0], line_start=True)
     for heading in (
         "## Leaderboard",
         "## Comparisons over all queries",
@@ -207,7 +211,7 @@ def test_markdown_report_opens_with_the_verdict_and_a_table_of_contents():
         "## Worst regressions and best improvements: nDCG@10",
     ):
         assert heading in lines
-    verdict = lines[lines.index("## Verdict") + 2]
+    verdict = lines[lines.index("## Verdicts in full") + 2]
     assert verdict.startswith("chat · nDCG@10 over 30 queries: ") and "p (Holm, 1 test)" in verdict and "d\\_z" in verdict
     # Every section is linked from the contents, by an anchor placed before its heading.
     assert "- [Leaderboard](#leaderboard)" in lines and '<a id="leaderboard"></a>' in lines
@@ -352,7 +356,7 @@ def test_html_report_is_self_contained_and_its_figures_are_valid_svg():
     assert hrefs and all(href.startswith("#") for href in hrefs)  # only its own anchors
     ids = {attrs["id"] for _, attrs in collector.tags if "id" in attrs}
     assert {href[1:] for href in hrefs} <= ids
-    assert tags.count("svg") == len(report_figures(REPORT)) == 2
+    assert tags.count("svg") == len(report_figures(REPORT)) == 3  # the ranking's forest, the slices', a histogram
     assert tags.count("table") >= 4
     assert "tuned &lt;v2&gt; &amp; co" in page and CHALLENGER not in page
     for inline in re.findall(r"<svg .*?</svg>", page, flags=re.DOTALL):
@@ -436,16 +440,19 @@ def test_the_report_opens_with_the_overview_linking_each_line_to_its_section():
     report = replace(REPORT, overview=overview)
     markdown = render_markdown(report)
     lines = markdown.splitlines()
-    assert lines[0].startswith("# ") and lines[2] == '<a id="overview"></a>' and lines[4] == "## Overview"
-    assert lines[6:8] == ["- [chat · verdict: winner b over a](#comparisons-over-all-queries)",
-                          "- [chat · slices: no slice regression is significant](#slices-ndcg-10)"]
-    assert lines[9] == ("chat · not in this report — L4: no current L4 serving sweep of b on chat; "
-                        "L3: the public ranking holds")
-    assert markdown.index("## Overview") < markdown.index("## Verdict")
+    start = lines.index('<a id="overview"></a>')
+    assert lines[start + 2] == "## Overview"
+    assert lines[start + 4:start + 6] == ["- [chat · verdict: winner b over a](#comparisons-over-all-queries)",
+                                          "- [chat · slices: no slice regression is significant](#slices-ndcg-10)"]
+    assert lines[start + 7] == ("chat · not in this report — L4: no current L4 serving sweep of b on chat; "
+                                "L3: the public ranking holds")
+    # The ranking and the verdict open the report; the overview follows, folded with the rest.
+    assert markdown.index("## Ranking") < markdown.index("## Verdict") < markdown.index("## Overview")
     assert '<a id="comparisons-over-all-queries"></a>' in markdown and '<a id="slices-ndcg-10"></a>' in markdown
     page = render_html(report)
-    assert '<h2 id="overview">Overview</h2>\n<ul><li><a href="#comparisons-over-all-queries">' in page
-    assert '<h2 id="comparisons-over-all-queries">' in page and '<h2 id="slices-ndcg-10">' in page
+    assert ('<details id="overview"><summary><h2>Overview</h2></summary>\n<ul><li>'
+            '<a href="#comparisons-over-all-queries">') in page
+    assert '<details id="comparisons-over-all-queries">' in page and '<details id="slices-ndcg-10">' in page
     assert "## Overview" not in render_markdown(REPORT)
 
 
@@ -474,3 +481,26 @@ def test_axis_ticks_are_round_at_most_six_and_inside_the_range():
         hi = lo + 10 ** rng.uniform(-3, 2)
         ticks = [value for value, _ in _ticks(lo, hi)]
         assert 2 <= len(ticks) <= 6 and all(lo - 1e-9 <= value <= hi + 1e-9 for value in ticks)
+
+
+def test_the_ranking_marks_each_significant_win_with_the_rank_of_the_model_it_beats():
+    # Three models on four queries: c beats b and a on nDCG@10 by the HSD; on Recall@100 only a's
+    # comparison with the baseline b is significant (b better), which the caption says is the rule.
+    leaderboard = pl.DataFrame({"dataset": ["d"] * 6, "model": ["a", "b", "c"] * 2, "system": ["exact"] * 6,
+                                "metric": ["nDCG@10"] * 3 + ["Recall@100"] * 3, "mean": [0.2, 0.4, 0.9, 0.5, 0.7, 0.6],
+                                "n": [4] * 6})
+    pairs = pl.DataFrame({"dataset": ["d"] * 3, "system": ["exact"] * 3, "metric": ["nDCG@10"] * 3,
+                          "model_a": ["a", "a", "b"], "model_b": ["b", "c", "c"], "mean_delta": [0.2, 0.7, 0.5],
+                          "significant": [False, True, True]})
+    comparisons = pl.DataFrame({"dataset": ["d"] * 4, "system": ["exact"] * 4, "slice_column": ["all"] * 4,
+                                "metric": ["nDCG@10", "nDCG@10", "Recall@100", "Recall@100"],
+                                "model_a": ["b"] * 4, "model_b": ["a", "c", "a", "c"],
+                                "decision": ["worse", "better", "worse", "not significant"]})
+    report = ComparisonReport(leaderboard=leaderboard, comparisons=comparisons, regressions=pl.DataFrame(),
+                              deltas=pl.DataFrame(), metric="nDCG@10", hsd_pairs=pairs)
+    assert ranking_table(report, "d").rows() == [
+        ("1", "c", "0.9000²³", "0.6000", "4"),  # ranked 1st, beats b (2nd) and a (3rd) by the HSD
+        ("2", "b", "0.4000", "0.7000³", "4"),  # not separated from a on nDCG@10 (HSD); beats a on Recall@100
+        ("3", "a", "0.2000", "0.5000", "4"),
+    ]
+    assert ranking_table(report, "d").columns == ["#", "model", "nDCG@10", "Recall@100", "queries"]
