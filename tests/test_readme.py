@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from readme import AWAITING_MERGE_CI_STEPS, DOCS, REPO, commands_of, readme_text, shell_commands
+from readme import DOCS, REPO, commands_of, readme_text, shell_commands
 
 MAX_LINES = 250
 
@@ -36,11 +36,8 @@ def test_ci_runs_the_two_commands_the_readme_shows():
     assert shlex.split(run)[-2:] == [".venv/bin/embedpyramid", "run"], "the quick start runs the default graph"
     assert commands_of("embedpyramid")[0] == ["run"]  # what tests/graph/test_pipeline.py runs
     assert pytest_line in lines, "CI does not run the README's test command"
-    missing = [step for step in [*install, *test_install]
-               if not run_by_ci(step, steps) and step not in AWAITING_MERGE_CI_STEPS]
+    missing = [step for step in [*install, *test_install] if not run_by_ci(step, steps)]
     assert missing == [], f"CI does not run the README's {missing}"
-    arrived = sorted(step for step in AWAITING_MERGE_CI_STEPS if run_by_ci(step, steps))
-    assert arrived == [], f"CI runs {arrived} now: remove them from AWAITING_MERGE_CI_STEPS in tests/fixtures/readme.py"
 
 
 def test_the_main_install_pulls_no_extra():
