@@ -26,6 +26,7 @@ from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
 from embedpyramid.encode import EncodeError
 from embedpyramid.progress import ProgressDisplay, showing
+from embedpyramid.starter import TASKS, StarterError, write_starter
 from embedpyramid.store import ArtifactStore, CorruptFileError, DataFolderBusy, RunHistoryError
 from embedpyramid.summary.results import (
     QueryError,
@@ -86,6 +87,17 @@ def _parser() -> argparse.ArgumentParser:
     board.add_argument("--all", action="store_true", help="every metric of every system, as a table per dataset")
     board.add_argument("--format", choices=["table", "json", "csv"], default="table",
                        help="json and csv: every row of the leaderboard view (long format)")
+    init = commands.add_parser("init", help="write a config folder for your own data and models, checked as it is "
+                                            "written")
+    init.add_argument("--data-path", required=True, help="a BEIR folder, a SQuAD .json file, or MTEB task data "
+                                                         "(with --task)")
+    init.add_argument("--model", action="append", required=True,
+                      help="a model folder, a hub id org/name[@revision], or an embeddings endpoint URL#MODEL; "
+                           "repeat it for each model (the first is the baseline)")
+    init.add_argument("--out", default="my-configs", help="the config folder to write (default: my-configs)")
+    init.add_argument("--task", choices=TASKS, help="the L2 task of MTEB task data (default: retrieval)")
+    init.add_argument("--split", help="the BEIR qrels split to evaluate (default: test, or the only one)")
+    init.add_argument("--force", action="store_true", help="replace the config files of an existing folder")
     query = commands.add_parser("query", help="run one read-only SQL query on <data>/results.duckdb")
     query.add_argument("sql", help="e.g. \"SELECT model, mean FROM leaderboard WHERE metric = 'nDCG@10'\"")
     query.add_argument("--data", help="data folder or URL (default: $EMBEDPYRAMID_DATA or <repo>/data, as for run)")
@@ -183,6 +195,15 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    started = write_starter(args.data_path, args.model, args.out, task=args.task, split=args.split, force=args.force)
+    cards = f"{len(started.cards)} card{'s' if len(started.cards) > 1 else ''}"
+    print(f"wrote {started.folder}: models.yaml ({cards}, the baseline {started.cards[0]}), "
+          f"datasets.yaml ({started.dataset}), protocol.yaml")
+    print(f"next: embedpyramid run --configs {started.folder}")
+    return 0
+
+
 def _environment_error(error: OSError) -> str | None:
     """A one-line message for a disk or permission problem, or None for other errors."""
     if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
@@ -228,6 +249,8 @@ def _command(args: argparse.Namespace, argv: list[str]) -> int:
             return _run(args, argv)
         if args.command == "status":
             return _status(args)
+        if args.command == "init":
+            return _init(args)
         store = ArtifactStore.at(_folders(args, project_root())[1])
         db = store.results_db
         if args.command == "query":
@@ -240,7 +263,7 @@ def _command(args: argparse.Namespace, argv: list[str]) -> int:
             print(terminal_answer(db, store.report_dir))
         return 0
     except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError, CorruptFileError,
-            QueryError, DataFolderBusy, RunHistoryError, InstallError) as error:
+            QueryError, DataFolderBusy, RunHistoryError, InstallError, StarterError) as error:
         _report(error, str(error), args)
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 from readme import (
-    AWAITING_MERGE_COMMANDS,
     DOCS,
     README,
     REPO,
@@ -83,12 +82,6 @@ def test_every_path_the_documents_name_is_in_a_clone():
     assert missing == [], f"the documents name paths a clone does not have: {missing}"
 
 
-def test_what_awaits_the_merge_is_still_missing():
-    commands = cli_commands()
-    arrived = sorted(command for command in AWAITING_MERGE_COMMANDS if command in commands)
-    assert arrived == [], f"`embedpyramid {arrived}` exist now: remove them from AWAITING_MERGE_COMMANDS"
-
-
 def test_the_card_keys_shown_are_the_default_configs():
     keys = {model.name: model.key for model in load_config(REPO / "configs").models.values()}
     shown = {document.name: re.findall(r"\b([a-z0-9][a-z0-9-]*)@([0-9a-f]{7})\b", text_of(document))
@@ -137,19 +130,17 @@ def shown_cli_commands() -> list[tuple[str, list[str]]]:
 
 def test_every_embedpyramid_command_and_flag_shown_is_the_clis():
     commands = cli_commands()
-    known = {command: flags | AWAITING_MERGE_COMMANDS.get(command, frozenset()) for command, flags in commands.items()}
-    known |= {command: set(flags) for command, flags in AWAITING_MERGE_COMMANDS.items() if command not in known}
     shown = shown_cli_commands()
     assert len(shown) >= 15 and {words[0] for _, words in shown if words} >= set(commands), shown
     wrong = []
     for document, words in shown:
-        if not words or words[0] not in known:
-            wrong.append(f"{document}: embedpyramid {' '.join(words)} (commands: {sorted(known)})")
+        if not words or words[0] not in commands:
+            wrong.append(f"{document}: embedpyramid {' '.join(words)} (commands: {sorted(commands)})")
             continue
         flags = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", " ".join(words[1:])))
-        wrong += [f"{document}: embedpyramid {words[0]} has no {flag}" for flag in sorted(flags - known[words[0]])]
+        wrong += [f"{document}: embedpyramid {words[0]} has no {flag}" for flag in sorted(flags - commands[words[0]])]
     # The CLI page's own flags, named in its prose.
-    every_flag = set().union(*known.values())
+    every_flag = set().union(*commands.values())
     wrong += [f"cli.md: {span} is no flag of any command" for span in inline_code(DOCS / "cli.md")
               if re.fullmatch(r"--[a-z][a-z0-9-]*", span) and span not in every_flag]
     assert wrong == []

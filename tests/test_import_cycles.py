@@ -29,7 +29,7 @@ LEVELS = {"geometry": 1, "retrieval": 2, "tasks": 2, "transfer": 3, "serving": 4
           "efficiency": 7}
 """Each level's rank; efficiency (what a model costs to run, beside every level) ranks last."""
 SHARED_LEVEL = "retrieval"
-TOP = frozenset({"summary", "cli"})
+TOP = frozenset({"summary", "starter", "cli"})
 
 
 def module_name(path: Path) -> str:
