@@ -163,13 +163,12 @@ class DatasetEntry(Strict):
         score's subset must be the one an MTEB entry reads (when it names one)."""
         if subset is None or self.task == "bitext":
             return None
-        read = getattr(self, "subset", None) if isinstance(self, MtebDataset) else None
         if not isinstance(self, MtebDataset):
             return (f"subset {subset!r}: this entry has no subsets (a bitext language pair, or the subset an MTEB "
-                    f"entry reads); remove subset")
-        if read is not None and read != subset:
-            return (f"published for subset {subset!r} but the entry reads subset {read!r}; add an entry for subset "
-                    f"{subset!r} and give the score there")
+                    "entry reads); remove subset")
+        if self.subset is not None and self.subset != subset:
+            return (f"published for subset {subset!r} but the entry reads subset {self.subset!r}; add an entry for "
+                    f"subset {subset!r} and give the score there")
         return None
 
     def _noise_runs(self) -> bool:

@@ -116,7 +116,7 @@ def load_mteb_retrieval(layout: MtebLayout, spec: MtebDataset, origin: dict[str,
     """A retrieval task in MTEB's layout as the frozen corpus, queries (with the slice and group
     columns the queries config has) and qrels. Judgements of documents not in the corpus are an
     error, as in a BEIR folder."""
-    parts = read_retrieval_parts(layout, spec)
+    parts = _without_empty_texts(read_retrieval_parts(layout, spec), spec, str(layout.root))
     where = parts.configs["qrels"]
     for query, docs in parts.qrels.items():
         unknown = sorted(doc for doc in docs if doc not in parts.documents)
@@ -137,7 +137,9 @@ def load_mteb_retrieval(layout: MtebLayout, spec: MtebDataset, origin: dict[str,
     qrels = pa.table({"query_id": [r[0] for r in judged], "doc_id": [r[1] for r in judged],
                       "relevance": [r[2] for r in judged]}, schema=QRELS_SCHEMA)
     source = {"loader": "mteb", **origin, "path": str(layout.root), "layout": f"{layout.kind}, MTEB retrieval",
-              "subset": spec.subset, "split": spec.split or "test", "configs": parts.configs, **parts.dropped}
+              "subset": spec.subset, "split": spec.split or "test", "configs": parts.configs,
+              **{key: value for key, value in parts.dropped.items() if key != "empty_texts"},
+              "empty_texts": {"policy": spec.empty_texts, **parts.dropped.get("empty_texts", {})}}
     return RawDataset(corpus, select_query_columns(queries, spec.slices, spec.group_column, parts.configs["queries"]),
                       qrels, source)
 
@@ -206,6 +208,31 @@ def load_mteb_reranking(layout: MtebLayout, spec: MtebDataset, origin: dict[str,
               "judged_documents_not_in_corpus": len(missing_documents)}
     pair_schema = pa.schema([*PAIRS_SCHEMA, pa.field("candidate", pa.string()), pa.field("judged", pa.string())])
     return task_tables("reranking", table, pa.table(pairs).cast(pair_schema), source, str(layout.root))
+
+
+def _without_empty_texts(parts: RetrievalParts, spec: MtebDataset, where: str) -> RetrievalParts:
+    """The parts under the entry's ``empty_texts`` policy, as a BEIR folder's: ``keep`` (encoded as
+    the empty string), ``drop`` (removed with their judgements, listed) or ``error``."""
+    empty_documents = sorted(doc for doc, (title, text) in parts.documents.items() if not title.strip()
+                             and not text.strip())
+    empty_queries = sorted(query for query, record in parts.queries.items() if not record["text"].strip())
+    if spec.empty_texts == "keep" or not (empty_documents or empty_queries):
+        return parts
+    if spec.empty_texts == "error":
+        raise DataError(f"{where}: empty texts: documents {empty_documents[:5]} ({parts.configs['corpus']}), queries "
+                        f"{empty_queries[:5]} ({parts.configs['queries']}); set empty_texts: keep (encode them as the "
+                        "empty string) or drop in datasets.yaml")
+    gone_documents, gone_queries = set(empty_documents), set(empty_queries)
+    dropped_qrels = [[query, doc, grade] for query, docs in parts.qrels.items() for doc, grade in docs.items()
+                     if query in gone_queries or doc in gone_documents]
+    qrels = {query: kept for query, docs in parts.qrels.items() if query not in gone_queries
+             and (kept := {doc: grade for doc, grade in docs.items() if doc not in gone_documents})}
+    return RetrievalParts(
+        {doc: texts for doc, texts in parts.documents.items() if doc not in gone_documents},
+        {query: record for query, record in parts.queries.items() if query in qrels}, qrels, parts.candidates,
+        parts.configs, {**parts.dropped, "empty_texts": {"dropped_documents": empty_documents,
+                                                          "dropped_queries": empty_queries,
+                                                          "dropped_qrels": dropped_qrels}})
 
 
 def _optional_string(value: Any) -> str | None:

@@ -201,3 +201,22 @@ def test_a_hub_dataset_that_cannot_be_had_is_one_line_naming_the_entry(hub, tmp_
     with pytest.raises(ConfigError, match=r"datasets.bad: hub 'not a/repo id' is not a dataset id"):
         load_config(write_configs("bad", datasets={"bad": {"loader": "mteb", "task": "retrieval",
                                                             "hub": "not a/repo id"}}))
+
+
+def test_empty_texts_follow_the_entrys_policy_as_in_a_beir_folder(tmp_path):
+    files = mteb_layout(top_ranked=False)
+    files["corpus/corpus-00000-of-00001.parquet"] = parquet({"_id": ["d1", "d2", "d3", "d4"],
+                                                             "title": ["Ubuntu", "", "", ""],
+                                                             "text": ["install ubuntu", "  ", "mount a disk", "x"]})
+    write_files(tmp_path / "task", files)
+    layout = find_layout(tmp_path / "task")
+    kept = load_mteb_retrieval(layout, spec(), {})
+    assert kept.corpus.num_rows == 4 and kept.source["empty_texts"] == {"policy": "keep"}
+    dropped = load_mteb_retrieval(layout, spec(empty_texts="drop"), {})
+    assert dropped.corpus["doc_id"].to_pylist() == ["d1", "d3", "d4"]
+    assert dropped.queries["query_id"].to_pylist() == ["q1"]  # q2's only judgement named d2
+    assert dropped.source["empty_texts"] == {"policy": "drop", "dropped_documents": ["d2"], "dropped_queries": [],
+                                             "dropped_qrels": [["q2", "d2", 2]]}
+    with pytest.raises(DataError, match=r"task: empty texts: documents \['d2'\] \(corpus\[corpus\]\), queries \[\] "
+                                        r"\(queries\[queries\]\); set empty_texts: keep"):
+        load_mteb_retrieval(layout, spec(empty_texts="error"), {})
