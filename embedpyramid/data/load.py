@@ -93,7 +93,8 @@ def load_task_dataset(config: ProjectConfig, name: str) -> TaskTables:
         tables = load_mteb_task(folder, spec, origin)
     else:
         raise DataError(f"datasets.yaml: dataset {name!r} (loader {spec.loader!r}) has no task loader")
-    items = tables.pairs if tables.pairs is not None else tables.texts
+    # A reranking dataset's items are its queries, whose slice columns ride on their texts.
+    items = tables.pairs if tables.pairs is not None and spec.task != "reranking" else tables.texts
     wanted = [*spec.slices, *([spec.group_column] if spec.group_column else [])]
     missing = [column for column in wanted if column not in items.column_names]
     if missing:

@@ -220,3 +220,16 @@ def test_empty_texts_follow_the_entrys_policy_as_in_a_beir_folder(tmp_path):
     with pytest.raises(DataError, match=r"task: empty texts: documents \['d2'\] \(corpus\[corpus\]\), queries \[\] "
                                         r"\(queries\[queries\]\); set empty_texts: keep"):
         load_mteb_retrieval(layout, spec(empty_texts="error"), {})
+
+
+def test_a_reranking_tasks_slices_come_from_its_queries(tmp_path, write_configs):
+    files = mteb_layout()
+    files["queries/queries-00000-of-00001.parquet"] = parquet({
+        "_id": ["q1", "q2", "q3"], "text": ["how to install", "forgot my password", "nothing judged"],
+        "forum": ["setup", "accounts", "setup"]})
+    write_files(tmp_path / "task", files)
+    config = load_config(write_configs(datasets={"dups": {
+        "loader": "mteb", "task": "reranking", "path": str(tmp_path / "task"), "slices": ["forum"]}}))
+    tables = load_task_dataset(config, "dups")
+    forums = dict(zip(tables.texts["text_id"].to_pylist(), tables.texts["forum"].to_pylist(), strict=True))
+    assert (forums["q:q1"], forums["q:q2"], forums["d:d1"]) == ("setup", "accounts", None)
