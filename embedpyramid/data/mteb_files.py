@@ -403,8 +403,10 @@ def stratified_subsample(labels: list[str], n_samples: int, seed: int) -> list[i
     ``StratifiedShuffleSplit``): one ``numpy.random.default_rng(seed)`` draws how many items of
     each class go to the train and the test part (the approximate mode of the multivariate
     hypergeometric, ties broken at random), then a permutation of each class, then the order of
-    the test part. Raises ValueError when a label has one item (datasets refuses it) or there
-    are fewer samples than labels."""
+    the test part. The classes are ordered by their names as strings (``"10"`` before ``"2"``), as
+    MTEB's cast orders labels that are not a ``ClassLabel`` yet; a ``ClassLabel`` column's own
+    order is not read from the files. Raises ValueError when a label has one item (datasets
+    refuses it) or there are fewer samples than labels."""
     names = sorted(set(labels))
     code_of = {name: code for code, name in enumerate(names)}
     codes = np.array([code_of[label] for label in labels], dtype=np.int64)

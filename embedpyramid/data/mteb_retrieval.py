@@ -150,8 +150,9 @@ def load_mteb_reranking(layout: MtebLayout, spec: MtebDataset, origin: dict[str,
     the queries' slice columns; ``pairs`` holds one row per (query, document) that is a candidate
     or judged: ``gold`` the grade (0 when unjudged), ``judged`` ``yes`` or ``no``, ``candidate``
     ``yes`` for the documents to rank, ``no`` for judged documents outside the candidates (they
-    count in the ideal ranking and the number of relevant documents, as in pytrec_eval). Queries
-    without candidates are dropped and counted."""
+    count in the ideal ranking and the number of relevant documents, as in pytrec_eval). A query
+    with judgements but no candidates is kept, and scores 0 as in MTEB (its run is empty); one none
+    of whose judged documents is in the corpus has nothing to hold it and is dropped and counted."""
     split = spec.split or "test"
     if _old_format(layout, spec.subset):
         parts = _old_format_parts(layout, spec, split)
@@ -166,25 +167,26 @@ def load_mteb_reranking(layout: MtebLayout, spec: MtebDataset, origin: dict[str,
     texts: dict[str, dict[str, Any]] = {}
     pairs: dict[str, list[Any]] = {name: [] for name in (*PAIRS_SCHEMA.names, "candidate", "judged")}
     missing_documents: set[str] = set()
-    without_candidates = 0
+    without_candidates, without_pairs = 0, 0
     for query_id in sorted(parts.queries):
         ranked = list(dict.fromkeys(parts.candidates.get(query_id, [])))
         judged = parts.qrels[query_id]
-        if not ranked:
-            without_candidates += 1
+        without_candidates += not ranked
+        unknown = [doc for doc in ranked if doc not in parts.documents]
+        if unknown:
+            raise DataError(f"{layout.root}: {parts.configs.get('top_ranked', 'candidates')}: query {query_id!r} "
+                            f"names candidate {unknown[0]!r}, which is not in the corpus "
+                            f"({parts.configs.get('corpus', 'its documents')}); fix the candidates or the corpus")
+        listed = set(ranked)
+        missing_documents |= {doc for doc in judged if doc not in parts.documents}
+        documents = [*ranked, *sorted(doc for doc in judged if doc not in listed and doc in parts.documents)]
+        if not documents:
+            without_pairs += 1
             continue
         query_text = QUERY_PREFIX + query_id
         texts[query_text] = {"text": parts.queries[query_id]["text"], "role": "query",
                              **{column: _optional_string(parts.queries[query_id].get(column)) for column in extra}}
-        listed = set(ranked)
-        for doc_id in [*ranked, *sorted(doc for doc in judged if doc not in listed)]:
-            if doc_id not in parts.documents:
-                if doc_id in listed:
-                    raise DataError(f"{layout.root}: {parts.configs.get('top_ranked', 'candidates')}: query "
-                                    f"{query_id!r} names candidate {doc_id!r}, which is not in the corpus "
-                                    f"({parts.configs.get('corpus', 'its documents')}); fix the candidates or the corpus")
-                missing_documents.add(doc_id)
-                continue
+        for doc_id in documents:
             title, body = parts.documents[doc_id]
             texts.setdefault(DOCUMENT_PREFIX + doc_id, {"text": (f"{title} {body}".strip() if title else body),
                                                         "role": "document", **dict.fromkeys(extra)})
@@ -204,7 +206,7 @@ def load_mteb_reranking(layout: MtebLayout, spec: MtebDataset, origin: dict[str,
     table = table.cast(pa.schema([pa.field(name, pa.string()) for name in table.column_names]))
     source = {"loader": "mteb", **origin, "path": str(layout.root), "layout": f"{layout.kind}, MTEB retrieval",
               "subset": spec.subset, "split": split, "configs": parts.configs, **parts.dropped,
-              "queries_without_candidates": without_candidates,
+              "queries_without_candidates": without_candidates, "queries_dropped": without_pairs,
               "judged_documents_not_in_corpus": len(missing_documents)}
     pair_schema = pa.schema([*PAIRS_SCHEMA, pa.field("candidate", pa.string()), pa.field("judged", pa.string())])
     return task_tables("reranking", table, pa.table(pairs).cast(pair_schema), source, str(layout.root))

@@ -233,3 +233,14 @@ def test_a_reranking_tasks_slices_come_from_its_queries(tmp_path, write_configs)
     tables = load_task_dataset(config, "dups")
     forums = dict(zip(tables.texts["text_id"].to_pylist(), tables.texts["forum"].to_pylist(), strict=True))
     assert (forums["q:q1"], forums["q:q2"], forums["d:d1"]) == ("setup", "accounts", None)
+
+
+def test_skip_first_result_reaches_the_datasets_metric_conventions(tmp_path, write_configs):
+    write_files(tmp_path / "task", mteb_layout(top_ranked=False))
+    entry = {"loader": "mteb", "task": "retrieval", "path": str(tmp_path / "task"),
+             "retrieval": {"protocol": "mteb", "skip_first_result": True}}
+    config = load_config(write_configs(datasets={"covers": entry}))
+    conventions = config.protocol.conventions(config.dataset("covers"))
+    assert conventions.skip_first_result and conventions.as_dict()["skip_first_result"] is True
+    plain = load_config(write_configs("plain", datasets={"covers": {**entry, "retrieval": {"protocol": "mteb"}}}))
+    assert "skip_first_result" not in plain.protocol.conventions(plain.dataset("covers")).as_dict()

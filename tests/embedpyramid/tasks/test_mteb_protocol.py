@@ -445,6 +445,7 @@ def _reranking_data() -> dict[str, Any]:
     qrels["q01"][next(d for d in doc_ids if d not in candidates["q01"])] = 2  # judged, never a candidate
     qrels["q02"] = {candidates["q02"][0]: 0, candidates["q02"][1]: 0}  # every judgement grade 0
     del qrels["q03"]  # candidates but no judgements: left out on both sides
+    del candidates["q04"]  # judgements but no candidates: an empty run, scored 0 on both sides
     texts = {doc: (f"{title} {body}".strip() if title else body) for doc, title, body in zip(doc_ids, titles, bodies,
                                                                                           strict=True)}
     vectors = {text: rng.normal(size=12).astype(np.float32) for text in dict.fromkeys(texts.values())}
@@ -497,6 +498,8 @@ def test_reranking_in_mtebs_layout_scores_as_mteb_does(tmp_path, similarity):
         mine = value if measure.startswith("MRR") else round(value, 5)
         assert abs(mine - theirs[mteb_key(measure)]) < TOLERANCE, measure
     assert ours.settings["queries"] == 11 and ours.settings["main_score"]["mteb_key"] == "map_at_1000"
+    assert _value(ours.summary, similarity, "MAP@1000", "test") > 0 and all(
+        value == 0 for value in ours.per_item.filter(pl.col("query_id") == "q04")["value"])
     # Per query rows (the paired statistics' input), the queries as the comparisons read them.
     assert set(ours.per_item["query_id"]) == set(data["qrels"])
     items = task_items(frozen, spec)
