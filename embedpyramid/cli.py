@@ -26,7 +26,7 @@ from embedpyramid.config import ConfigError
 from embedpyramid.data import DataError
 from embedpyramid.encode import EncodeError
 from embedpyramid.progress import ProgressDisplay, showing
-from embedpyramid.store import ArtifactStore, CorruptFileError, DataFolderBusy, RunHistoryError, store_path
+from embedpyramid.store import ArtifactStore, CorruptFileError, DataFolderBusy, RunHistoryError
 from embedpyramid.summary.results import (
     QueryError,
     ResultsBusyError,
@@ -80,9 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--models", help="comma-separated card names or keys (default: all)")
     status.add_argument("--datasets", help="comma-separated dataset names (default: all)")
     status.add_argument("--format", choices=["table", "json"], default="table")
-    board = commands.add_parser("leaderboard", help="print the leaderboard from <data>/results.duckdb")
+    board = commands.add_parser("leaderboard", help="print the leaderboard from <data>/results.duckdb: the headline "
+                                                    "metrics and each dataset's verdict (--all: every metric)")
     board.add_argument("--data", help="data folder or URL (default: $EMBEDPYRAMID_DATA or <repo>/data, as for run)")
-    board.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    board.add_argument("--all", action="store_true", help="every metric of every system, as a table per dataset")
+    board.add_argument("--format", choices=["table", "json", "csv"], default="table",
+                       help="json and csv: every row of the leaderboard view (long format)")
     query = commands.add_parser("query", help="run one read-only SQL query on <data>/results.duckdb")
     query.add_argument("sql", help="e.g. \"SELECT model, mean FROM leaderboard WHERE metric = 'nDCG@10'\"")
     query.add_argument("--data", help="data folder or URL (default: $EMBEDPYRAMID_DATA or <repo>/data, as for run)")
@@ -155,11 +158,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         with showing(display):
             failures = run_pipeline(configs, data, models=models, datasets=datasets, log=display.line,
                                     wait=not args.no_wait, verbose=args.verbose, command=argv).failures
-    db = store_path(data) / "results.duckdb"
-    if db.is_file():
-        print(format_leaderboard(read_leaderboard(db)))
-        _stderr(f"\nresults: {db}")
-    _print_verdict(ArtifactStore.at(data))
+    _print_answer(ArtifactStore.at(data))
     for failure in failures:
         _stderr(f"FAILED {failure}")
     return EXIT_FAILURES if failures else 0
@@ -195,25 +194,20 @@ def _environment_error(error: OSError) -> str | None:
     return None
 
 
-def _print_verdict(store: ArtifactStore) -> None:
-    """The pyramid overview, the verdict of every dataset, then where the report is: the last
-    thing ``run`` prints."""
-    from embedpyramid.summary.overview import read_overview
-    from embedpyramid.summary.report import verdict_texts
+def _print_answer(store: ArtifactStore) -> None:
+    """The headline leaderboard and one verdict line per dataset, then where the report and the
+    database are: the last thing ``run`` prints."""
+    from embedpyramid.summary.answer import terminal_answer
 
-    overview = read_overview(store.report_dir)
-    if overview:
-        print("\noverview:")
-        for text in overview:
-            print(f"  {text}")
-    verdicts = verdict_texts(store.report_dir)
-    if verdicts:
-        print("\nverdict:")
-        for text in verdicts:
-            print(f"  {text}")
+    db = store.results_db
+    if db.is_file():
+        print(terminal_answer(db, store.report_dir))
     report = store.report_dir / "report.html"
+    print()
     if report.is_file():
-        print(f"\nreport: {report}")
+        print(f"report: {report}")
+    if db.is_file():
+        print(f"results: {db} (every metric: embedpyramid leaderboard --all)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -234,11 +228,16 @@ def _command(args: argparse.Namespace, argv: list[str]) -> int:
             return _run(args, argv)
         if args.command == "status":
             return _status(args)
-        db = store_path(_folders(args, project_root())[1]) / "results.duckdb"
+        store = ArtifactStore.at(_folders(args, project_root())[1])
+        db = store.results_db
         if args.command == "query":
             print(format_rows(query_results(db, args.sql), args.format))
-        else:
+        elif args.all or args.format != "table":
             print(format_leaderboard(read_leaderboard(db), args.format))
+        else:
+            from embedpyramid.summary.answer import terminal_answer
+
+            print(terminal_answer(db, store.report_dir))
         return 0
     except (ConfigError, DataError, EncodeError, FileNotFoundError, ResultsBusyError, CorruptFileError,
             QueryError, DataFolderBusy, RunHistoryError, InstallError) as error:

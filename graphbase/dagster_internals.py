@@ -127,9 +127,21 @@ class _Resolver(CachingStaleStatusResolver):
     recorded means no change, without a query per (partition, input); when there is one,
     Dagster's own comparison of the data versions before and after decides. The event is the
     one Dagster's query would look at: a materialization of a materialized input, an
-    observation of an observed source (a config facet); other inputs are Dagster's to answer."""
+    observation of an observed source (a config facet); other inputs are Dagster's to answer.
+
+    ``pending`` holds data versions of observable sources (config facets) as they would be
+    once observed, without recording them: each one is the source partition's current data
+    version, and an asset that read another version has it as a stale cause, as it would after
+    the observation (a read-only ``status`` of an edited config)."""
+
+    def __init__(self, *args: Any, pending: Mapping[tuple[dg.AssetKey, str | None], str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._pending = pending
 
     def _is_dep_updated(self, provenance: Any, dep_key: AssetKeyPartitionKey) -> bool:
+        pending = self._pending.get((dep_key.asset_key, dep_key.partition_key))
+        if pending is not None:
+            return provenance.input_data_versions.get(dep_key.asset_key) != dg.DataVersion(pending)
         cursor = provenance.input_storage_ids.get(dep_key.asset_key)
         dep = self.asset_graph.get(dep_key.asset_key)
         if dep_key.partition_key is not None and cursor is not None and dep.is_external == dep.is_observable:
@@ -137,6 +149,10 @@ class _Resolver(CachingStaleStatusResolver):
             if latest is None or latest <= cursor:
                 return False
         return super()._is_dep_updated(provenance, dep_key)
+
+    def _get_current_data_version(self, *, key: AssetKeyPartitionKey) -> Any:
+        pending = self._pending.get((key.asset_key, key.partition_key))
+        return dg.DataVersion(pending) if pending is not None else super()._get_current_data_version(key=key)
 
 
 class DagsterStaleness:
@@ -149,11 +165,12 @@ class DagsterStaleness:
     partition's of its asset (:class:`_AssetWideQueryer`): the stale status of a whole graph
     asks the event log per asset, not per partition."""
 
-    def __init__(self, view: AssetGraphView):
+    def __init__(self, view: AssetGraphView, pending: Mapping[tuple[dg.AssetKey, str | None], str] | None = None):
         self.view = view
         self._queryer = _AssetWideQueryer(view)
         self._queryer.prefetch_asset_records(view.asset_graph.get_all_asset_keys())
-        self._resolver = _Resolver(view.instance, view.asset_graph, view, instance_queryer=self._queryer)
+        self._resolver = _Resolver(view.instance, view.asset_graph, view, instance_queryer=self._queryer,
+                                   pending=pending or {})
 
     def latest_storage_ids(self, asset: dg.AssetKey, event_type: dg.DagsterEventType) -> Mapping[str, int]:
         """The storage id of the latest ``event_type`` event of every partition of ``asset``: one

@@ -133,6 +133,13 @@ def observe_config(instance: dg.DagsterInstance, config: ProjectConfig) -> list[
     return changed
 
 
+def pending_facet_versions(instance: dg.DagsterInstance, config: ProjectConfig) -> dict[tuple[dg.AssetKey, str | None], str]:
+    """The facet versions of ``config`` that Dagster does not hold yet, by (facet, partition):
+    what :func:`observe_config` would record, read without recording it."""
+    return {(event.asset_key, event.partition): event.tags[DATA_VERSION_TAG]
+            for event in config_observations(instance, config)}
+
+
 def config_observations(instance: dg.DagsterInstance, config: ProjectConfig) -> list[dg.AssetObservation]:
     """The observations that would bring Dagster's facet versions up to date with ``config``."""
     events = []
@@ -224,12 +231,19 @@ class Freshness:
     is not current: a summary never uses such an input (:func:`summary_inputs`).
     """
 
-    def __init__(self, instance: dg.DagsterInstance, asset_graph: Any):
+    def __init__(self, instance: dg.DagsterInstance, asset_graph: Any, *,
+                 pending: Mapping[tuple[dg.AssetKey, str | None], str] | None = None,
+                 abandoned: frozenset[str] = frozenset()):
+        """``pending``: config facet versions not recorded yet (:func:`pending_facet_versions`),
+        read as if observed; ``abandoned``: ids of runs still shown in progress whose process is
+        gone, read as failed. Both let ``status`` answer for a config without writing anything."""
         self.instance, self.graph = instance, asset_graph
         self.view = graph_view(instance, asset_graph)
-        self.dagster = DagsterStaleness(self.view)
+        self.dagster = DagsterStaleness(self.view, pending)
+        self.abandoned = abandoned
         self._memo: dict[tuple[dg.AssetKey, str | None], AssetState] = {}
         self._storage_ids: dict[tuple[dg.AssetKey, dg.DagsterEventType], Mapping[str, int]] = {}
+        self._registered: dict[str, set[str]] = {}
 
     def states(self, asset_partitions: Iterable[tuple[dg.AssetKey, str | None]]) -> list[AssetState]:
         return [self.state(asset, partition) for asset, partition in asset_partitions]
@@ -237,11 +251,29 @@ class Freshness:
     def state(self, asset: dg.AssetKey, partition: str | None) -> AssetState:
         key = (asset, partition)
         if key not in self._memo:
-            if self.is_summary(asset):
+            if partition is not None and not self._registered_partition(asset, partition):
+                # A card or dataset of the config that is not a partition yet (status of an edited
+                # config registers nothing): never materialized, whatever Dagster would say.
+                self._memo[key] = AssetState(asset.to_user_string(), partition, "missing")
+            elif self.is_summary(asset):
                 self._memo[key] = self._summary_state(asset, partition)
             else:
                 self._memo[key] = self._partition_state(asset, partition)
         return self._memo[key]
+
+    def _registered_partition(self, asset: dg.AssetKey, partition: str) -> bool:
+        """Whether every dynamic key of ``partition`` is a partition in the instance."""
+        partitions_def = self.graph.get(asset).partitions_def
+        dimensions = ([(d.partitions_def, key) for d in partitions_def.partitions_defs
+                       for name, key in partition_dimensions(self.graph, asset, partition).items() if d.name == name]
+                      if isinstance(partitions_def, dg.MultiPartitionsDefinition) else [(partitions_def, partition)])
+        for definition, key in dimensions:
+            if isinstance(definition, dg.DynamicPartitionsDefinition):
+                if definition.name not in self._registered:
+                    self._registered[definition.name] = set(self.instance.get_dynamic_partitions(definition.name))
+                if key not in self._registered[definition.name]:
+                    return False
+        return True
 
     def direct_state(self, asset: dg.AssetKey, partition: str | None) -> AssetState:
         """Dagster's own answer, plus "failed"."""
@@ -426,7 +458,8 @@ class Freshness:
         if planned is None or planned.storage_id < last:
             return False
         run = self.instance.get_run_by_id(planned.run_id)
-        return run is not None and run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+        return run is not None and (run.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+                                    or run.run_id in self.abandoned)
 
     def _latest_storage_ids(self, asset: dg.AssetKey, event_type: dg.DagsterEventType) -> Mapping[str, int]:
         """The storage id of the latest event of ``event_type`` of every partition of ``asset``:

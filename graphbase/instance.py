@@ -142,19 +142,22 @@ def run_tags(configs: Path, command: Sequence[str]) -> dict[str, str]:
     }
 
 
-def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark failed the CLI runs of this host still shown as in progress whose process is gone;
-    return their run ids."""
+def abandoned_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    """The CLI runs of this host still shown as in progress whose process is gone (read only)."""
     records = instance.get_run_records(dg.RunsFilter(
         statuses=[dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED],
         tags={HOST_TAG: socket.gethostname()},
     ))
+    return [record.dagster_run for record in records
+            if (pid := int(record.dagster_run.tags.get(PID_TAG, "0"))) != os.getpid()
+            and not _alive_since(pid, record.create_timestamp.timestamp())]
+
+
+def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed the :func:`abandoned_runs`; return their run ids."""
     failed = []
-    for record in records:
-        run = record.dagster_run
+    for run in abandoned_runs(instance):
         pid = int(run.tags.get(PID_TAG, "0"))
-        if pid == os.getpid() or _alive_since(pid, record.create_timestamp.timestamp()):
-            continue
         instance.report_run_failed(run, f"the process that ran this (PID {pid}) is gone (killed or crashed); "
                                         "marked failed by the next embedpyramid command")
         failed.append(run.run_id)

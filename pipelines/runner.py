@@ -31,7 +31,7 @@ import dagster as dg
 
 from embedpyramid.config import ResolvedModel, load_config
 from embedpyramid.config.selection import select_datasets, select_models
-from embedpyramid.current_inputs import excluded_keys
+from embedpyramid.current_inputs import excluded_keys, task_asset_name
 from embedpyramid.rendering.tables import first_few
 from embedpyramid.store import ArtifactStore, StorePath
 from graphbase.freshness import (
@@ -126,10 +126,12 @@ def run_pipeline(
             remember_warm_selection(session, selected_models, selected_datasets, signature)
             return report
         tags = run_tags(session.config.directory, command)
+        _announce_freezing(session, selected_datasets)
         healthy = [dataset for dataset in selected_datasets
                    if _freeze(session, dataset, tags, report) and _evaluate_dataset(session, dataset, tags, report)]
         for dataset in healthy:
             _materialize_read_across(session, selected_models, dataset, tags, report)
+            _announce_partitions(session, selected_models, dataset)
             for model in selected_models:
                 _evaluate(session, model, dataset, tags, report)
         settled = _summarize(session, tags, report)
@@ -141,13 +143,44 @@ def run_pipeline(
     return report
 
 
+def _announce_freezing(session: Session, datasets: Sequence[str]) -> None:
+    """One line for the datasets to freeze, grouped by why (each dataset's own line with --verbose)."""
+    if session.verbose:
+        return
+    states = [state for dataset in datasets for state in session.states([session.jobs(dataset).frozen_asset], dataset)
+              if state.needs_work]
+    if states:
+        by_kind: dict[str, list[str]] = {}
+        for state in states:
+            by_kind.setdefault(_KINDS[state.state], []).append(str(state.partition))
+        session.log("freezing " + "; ".join(f"{first_few(names, 'datasets')} ({kind})" for kind, names in by_kind.items()))
+
+
+def _announce_partitions(session: Session, models: Sequence[ResolvedModel], dataset: str) -> None:
+    """One line for what the dataset's (card, dataset) partitions need, the cards grouped by it
+    (each partition's waves with --verbose)."""
+    if session.verbose:
+        return
+    assets = list(session.jobs(dataset).assets)
+    by_work: dict[str, list[str]] = {}
+    for model in models:
+        todo = [state for state in session.states(assets, str(model_dataset_key(model.name, dataset)))
+                if state.needs_work_now]
+        if todo:
+            by_work.setdefault(_brief(todo), []).append(model.key)
+    if by_work:
+        session.log(f"{dataset}: " + "; ".join(
+            f"{len(cards)} card{'s' if len(cards) > 1 else ''} ({first_few(cards)}) — {work}"
+            for work, cards in by_work.items()))
+
+
 def _freeze(session: Session, dataset: str, tags: dict[str, str], report: RunReport) -> bool:
     jobs = session.jobs(dataset)
     (state,) = session.states([jobs.frozen_asset], dataset)
     if not state.needs_work:
-        session.log(f"dataset {dataset}: up to date")
+        session.detail(f"dataset {dataset}: up to date")
         return True
-    session.log(f"dataset {dataset}: freezing, {_why(state, session.verbose)}")
+    session.detail(f"dataset {dataset}: freezing, {_why(state, session.verbose)}")
     result = session.execute(jobs.freeze_job, [jobs.frozen_asset], dataset, tags)
     if not result.success:
         report.failures.append(f"{jobs.frozen_asset}[{dataset}]: {_failure(result, session.verbose)}")
@@ -165,7 +198,7 @@ def _evaluate_dataset(session: Session, dataset: str, tags: dict[str, str], repo
         todo = [state for state in session.states(assets, dataset) if state.needs_work_now]
         if not todo:
             return True
-        session.log(f"dataset {dataset}: {_describe(todo, session.verbose)}")
+        session.detail(f"dataset {dataset}: {_describe(todo, session.verbose)}")
         result = session.execute(dataset_evaluation_job.name, [state.asset for state in todo], dataset, tags)
         if not result.success:
             report.failures.append(f"{dataset}: {_failure(result, session.verbose)}")
@@ -181,7 +214,7 @@ def _evaluate(session: Session, model: ResolvedModel, dataset: str, tags: dict[s
     if materialized or (model.key, dataset) in report.read_across:
         report.materialized.append((model.key, dataset))
     else:
-        session.log(f"{model.key} × {dataset}: up to date")
+        session.detail(f"{model.key} × {dataset}: up to date")
         report.skipped.append((model.key, dataset))
 
 
@@ -199,7 +232,7 @@ def _bring_up_to_date(session: Session, model: ResolvedModel, dataset: str, asse
         todo = [state for state in states if state.needs_work_now]
         if not todo:
             return materialized
-        session.log(f"{label}: {_describe(todo, session.verbose)}")
+        session.detail(f"{label}: {_describe(todo, session.verbose)}")
         result = session.execute(job, [state.asset for state in todo], partition, tags)
         done = set()
         for materialization in _materializations(result):
@@ -273,11 +306,15 @@ def _summarize(session: Session, tags: dict[str, str], report: RunReport) -> Fre
         if not todo:
             report.summary_excludes = sorted({cause for state in states if state.needs_work for cause in state.causes})
             return freshness
-        if not _any_evaluated(session):
-            report.summary_skipped = "no (model, dataset) partition of the current cards is evaluated yet"
+        evaluated = _evaluated_inputs(session)
+        if not any(evaluated.values()):
+            report.summary_skipped = ("nothing is evaluated yet for the current cards: "
+                                      + first_few([f"{asset} on {dataset}" for asset, dataset in evaluated],
+                                                  "dataset results", separator="; ")
+                                      + " — none materialized (see the failures above, or run without --datasets)")
             session.log(f"summary skipped: {report.summary_skipped}")
             return None
-        session.log(f"summary: {_describe(todo, session.verbose)}")
+        session.log(f"summary: {_describe(todo, verbose=True) if session.verbose else _brief(todo)}")
         # What reads a dataset's comparisons is rebuilt after them, in the same run.
         rebuilt = {dg.AssetKey(state.asset) for state in todo if state.partition is not None}
         todo_whole = {state.asset for state in todo if state.partition is None}
@@ -307,12 +344,15 @@ def _exclusions_changed(session: Session, freshness: Freshness, state: AssetStat
     return recorded is None or sorted(recorded.value) != current
 
 
-def _any_evaluated(session: Session) -> bool:
-    return any(
-        session.instance.fetch_materializations(dg.AssetRecordsFilter(
-            dg.AssetKey("retrieval_metrics"), asset_partitions=[str(model_dataset_key(name, dataset))]), limit=1).records
-        for name in session.config.models for dataset in session.config.datasets
-    )
+def _evaluated_inputs(session: Session) -> dict[tuple[str, str], bool]:
+    """Per (the asset a summary reads, dataset): whether any current card has it materialized —
+    ``retrieval_metrics`` of a retrieval dataset, ``task_<family>`` of a task dataset."""
+    config = session.config
+    wanted = [("retrieval_metrics", dataset) for dataset in config.datasets_with_data()]
+    wanted += [(task_asset_name(spec.task), dataset) for dataset, spec in config.task_datasets.items()]
+    return {(asset, dataset): any(session.instance.fetch_materializations(dg.AssetRecordsFilter(
+        dg.AssetKey(asset), asset_partitions=[str(model_dataset_key(name, dataset))]), limit=1).records
+        for name in config.models) for asset, dataset in wanted}
 
 
 def _describe(states: Sequence[AssetState], verbose: bool = False) -> str:
@@ -326,10 +366,22 @@ def _describe(states: Sequence[AssetState], verbose: bool = False) -> str:
                      for reason, assets in by_reason.items())
 
 
+_KINDS = {"missing": "never materialized", "stale": "stale", "failed": "its last run failed", "fresh": "fresh"}
+
+
+def _brief(states: Sequence[AssetState]) -> str:
+    """What a wave materializes, grouped by the kind of reason alone: "never materialized: 28
+    assets: a, b, c +25 more; stale: d" (the causes are in ``status`` and with --verbose)."""
+    by_kind: dict[str, list[str]] = {}
+    for state in states:
+        by_kind.setdefault(_KINDS[state.state], []).append(state.asset)
+    return "; ".join(f"{kind}: {first_few(assets, 'assets')}" for kind, assets in by_kind.items())
+
+
 def _why(state: AssetState, verbose: bool = False) -> str:
     if state.state == "stale":
         return f"stale ({first_few(state.causes, 'causes', shown=len(state.causes) if verbose else SHOWN)})"
-    return {"missing": "never materialized", "failed": "its last run failed", "fresh": "fresh"}[state.state]
+    return _KINDS[state.state]
 
 
 def _materializations(result: dg.ExecuteInProcessResult) -> list[Any]:

@@ -15,8 +15,8 @@ from embedpyramid import progress
 from embedpyramid.config import ProjectConfig, ResolvedModel, load_config
 from embedpyramid.store import ArtifactStore, StorePath
 from graphbase.dagster_internals import release_connections
-from graphbase.freshness import UP_TO_DATE, AssetState, Freshness
-from graphbase.instance import bind, open_instance
+from graphbase.freshness import UP_TO_DATE, AssetState, Freshness, pending_facet_versions
+from graphbase.instance import abandoned_runs, bind, open_instance
 from graphbase.partitions import (
     apply_partition_sync,
     dataset_partitions,
@@ -58,7 +58,16 @@ class Session:
     instance: dg.DagsterInstance
     log: Callable[[str], None]
     verbose: bool = False
+    pending: dict[tuple[dg.AssetKey, str | None], str] = field(default_factory=dict)
+    """Config facet versions read as observed without being recorded (a read-only session)."""
+    abandoned: frozenset[str] = frozenset()
+    """Runs whose process is gone, read as failed without being marked (a read-only session)."""
     _freshness: tuple[int | None, Freshness] | None = field(default=None, init=False, repr=False)
+
+    def detail(self, line: str) -> None:
+        """A progress line shown with ``--verbose`` only (every wave of every partition)."""
+        if self.verbose:
+            self.log(line)
 
     def freshness(self) -> Freshness:
         """The states of the graph's partitions as the instance holds them now: the same object,
@@ -68,7 +77,8 @@ class Session:
         for the same partitions between two runs."""
         mark = self.instance.event_log_storage.get_maximum_record_id()
         if self._freshness is None or self._freshness[0] != mark:
-            self._freshness = (mark, Freshness(self.instance, self.defs.resolve_asset_graph()))
+            self._freshness = (mark, Freshness(self.instance, self.defs.resolve_asset_graph(), pending=self.pending,
+                                               abandoned=self.abandoned))
         return self._freshness[1]
 
     def states(self, assets: Sequence[str], partition: str | None,
@@ -155,7 +165,8 @@ def open_session(
     log: Callable[[str], None], verbose: bool,
 ) -> Session:
     """Build the graph of a config (or a config folder), open the instance, bind it to the config
-    and register its cards and datasets as partitions: the bookkeeping every command shares."""
+    and register its cards and datasets as partitions: the bookkeeping every command that runs
+    the graph shares."""
     config = config if isinstance(config, ProjectConfig) else load_config(config)
     store = ArtifactStore.at(data_dir)
     defs = build_definitions(config.directory, store.root)
@@ -205,3 +216,13 @@ def selection_states(session: Session, models: Sequence[ResolvedModel], datasets
     return states + freshness.states([(dg.AssetKey(asset), partition) for asset, partition in summary_targets(session)])
 
 
+def read_only_session(config: ProjectConfig, data_dir: str | StorePath, instance: dg.DagsterInstance | None) -> Session:
+    """A session that records nothing: the instance is neither bound to the config nor given its
+    partitions, pools, config versions or failed runs. What those would change is read instead:
+    the config's facet versions Dagster does not hold yet, as if observed; runs whose process is
+    gone, as failed; cards and datasets that are not partitions yet, as never materialized."""
+    store = ArtifactStore.at(data_dir)
+    defs = build_definitions(config.directory, store.root)
+    instance = instance or open_instance(store.root)
+    return Session(config, store, defs, instance, print, False, pending=pending_facet_versions(instance, config),
+                   abandoned=frozenset(run.run_id for run in abandoned_runs(instance)))

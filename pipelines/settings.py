@@ -7,6 +7,13 @@ code server, ``dagster dev``), beside ``EMBEDPYRAMID_CONFIGS`` / ``EMBEDPYRAMID_
   default: each step a process of its own, several at once as the pools allow) or ``in_process``
   (every step in the run's own process, one after another: no process, and no load of the code
   location, per step).
+- ``EMBEDPYRAMID_CONFIG_ERRORS``: what a config folder that does not validate does to the code
+  location — ``fail`` (the default: the location does not load, and ``dagster definitions
+  validate`` exits non-zero naming the file, the line and the key; ``dagster dev`` shows the same
+  error as the location's load error) or ``degrade`` (for a running deployment that should keep
+  its sensors and schedules while someone fixes the folder: the location loads without the
+  folder's L4 and L5 assets, and the error shows as the failed check ``config/folder: loads``, in
+  the failing ``config_sensor`` ticks and in the load's log).
 
 The CLI executes its runs in its own process whatever these say; a bad value stops the code
 location from loading, with a message naming the variable.
@@ -43,6 +50,18 @@ def sensor_interval(environ: Mapping[str, str]) -> int:
                           f"and the automation must be a whole number of at least {MIN_SENSOR_INTERVAL} (Dagster's "
                           f"daemons tick no faster); unset it for the default, {DEFAULT_SENSOR_INTERVAL}")
     return int(value)
+
+
+CONFIG_ERRORS_VARIABLE = "EMBEDPYRAMID_CONFIG_ERRORS"
+CONFIG_ERRORS = ("fail", "degrade")
+
+
+def config_errors(environ: Mapping[str, str]) -> str:
+    """``fail`` where the variable is unset or empty, else ``fail`` or ``degrade`` as it says."""
+    value = environ.get(CONFIG_ERRORS_VARIABLE, "").strip() or "fail"
+    if value not in CONFIG_ERRORS:
+        raise ConfigError(f"{CONFIG_ERRORS_VARIABLE}={value!r}: use one of {', '.join(CONFIG_ERRORS)} (unset: fail)")
+    return value
 
 
 def location_executor(environ: Mapping[str, str]) -> dg.ExecutorDefinition:

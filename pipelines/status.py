@@ -16,14 +16,11 @@ from graphbase.freshness import (
     AssetState,
     graph_signature,
     known_fresh,
-    observe_config,
-    remember_fresh,
-    report_up_to_date,
 )
-from graphbase.instance import fail_abandoned_runs, run_history_errors
+from graphbase.instance import run_history_errors
 from graphbase.partitions import model_dataset_key
 from graphbase.warm import LevelStatus, remember_warm
-from pipelines.session import Session, open_session, selection_targets, summary_targets
+from pipelines.session import Session, read_only_session, selection_targets, summary_targets
 
 _SEVERITY = ("failed", "stale", "missing", "fresh")
 
@@ -52,36 +49,27 @@ def project_status(
     datasets: Sequence[str] | None = None,
     instance: dg.DagsterInstance | None = None,
 ) -> list[LevelStatus]:
-    """Dagster's state of every level of every selected dataset × card, and of the summary.
-
-    Nothing is materialized; the config's current versions are reported (as ``run`` does), so
-    what this prints is what the UI shows and what ``run`` would do. When Dagster last found the
-    whole selection fresh and nothing was recorded since (:func:`~graphbase.freshness.known_fresh`,
-    the memo a ``run`` or ``status`` leaves), every level is fresh without asking again.
+    """Dagster's state of every level of every selected dataset × card, and of the summary, for the
+    config as it is now, recording nothing (:func:`~pipelines.session.read_only_session`): the
+    config's new versions are read as if observed, so what this prints is what ``run`` would do
+    and what the UI shows once it has, and the instance stays as it was for everyone else. When
+    the config holds no new version, no run was abandoned and Dagster last found the whole
+    selection fresh with nothing recorded since (:func:`~graphbase.freshness.known_fresh`, the
+    memo a ``run`` leaves), every level is fresh without asking again, and the warm start's file
+    beside the run history (:mod:`graphbase.warm`, no part of the instance's records) keeps that
+    answer for the next command.
     """
     with run_history_errors(store_path(data_dir)):
         config = load_config(configs_dir)
         selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
-        session = open_session(config, data_dir, instance, print, False)
-        fail_abandoned_runs(session.instance)
-        observe_config(session.instance, session.config)
-        graph = session.defs.resolve_asset_graph()
-        signature = graph_signature(graph, selection_targets(session, selected_models, selected_datasets))
-        if known_fresh(session.instance, signature):  # nothing recorded since the up_to_date checks were reported
+        session = read_only_session(config, data_dir, instance)
+        signature = graph_signature(session.defs.resolve_asset_graph(),
+                                    selection_targets(session, selected_models, selected_datasets))
+        if not session.pending and not session.abandoned and known_fresh(session.instance, signature):
             rows = _fresh_rows(session, selected_models, selected_datasets)
             remember_warm_selection(session, selected_models, selected_datasets, signature, rows)
             return rows
-        freshness = session.freshness()
-        recorded_before = session.instance.event_log_storage.get_maximum_record_id()
-        rows = _level_rows(session, selected_models, selected_datasets,
-                           lambda assets, partition: session.states(assets, partition, freshness))
-        recorded = report_up_to_date(session.instance, graph, freshness)
-        # All fresh, and nothing recorded while reading (status holds no lock): the next command asks nothing.
-        if (not recorded and all(row.state == "fresh" for row in rows)
-                and session.instance.event_log_storage.get_maximum_record_id() == recorded_before):
-            remember_fresh(session.instance, signature)
-            remember_warm_selection(session, selected_models, selected_datasets, signature, rows)
-        return rows
+        return _level_rows(session, selected_models, selected_datasets, session.states)
 
 
 def _level_rows(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str],

@@ -60,11 +60,11 @@ class ProjectResource(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """A run's step holds the data folder's lock while it runs (one writer per data folder,
         whoever launched the run); a sensor or schedule evaluation, which writes nothing, does not."""
-        if context.dagster_run is None or context.instance is None:
+        if context.run is None or context.instance is None:
             return
         from graphbase.home import DataFolderLock
 
-        run = context.dagster_run
+        run = context.run
         lock = DataFolderLock(self.store.root, context.instance, notify=context.log.info if context.log else print,
                               holder=f"run {run.run_id} ({run.job_name})")
         lock.acquire()

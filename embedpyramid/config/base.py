@@ -35,6 +35,70 @@ class ConfigError(ValueError):
     """A configuration file is missing or invalid; the message names the file and the key."""
 
 
+_PROBLEM = re.compile(r"^(?P<indent> *)(?:(?P<path>\S+?\.ya?ml): )?(?P<key>[A-Za-z_][\w-]*(?:\[\d+\]|\.[\w-]+)*)(?P<rest>: .*)$")
+
+
+def located(error: ConfigError) -> ConfigError:
+    """``error`` with the line of each key it names in its file: ``models.yaml:12: models.m.pooling:
+    ...`` (a message naming no key of a YAML file, or a key the file does not hold, is left as it is)."""
+    lines = str(error).split("\n")
+    head = _PROBLEM.match(lines[0])
+    path = Path(head["path"]) if head and head["path"] else None
+    if path is None:
+        file_only = re.match(r"^(\S+?\.ya?ml): ", lines[0])
+        path = Path(file_only[1]) if file_only else None
+    if path is None or not path.is_file():
+        return error
+    index = _key_lines(path)
+
+    def with_line(line: str, *, first: bool) -> str:
+        problem = _PROBLEM.match(line)
+        if problem is None or (first and problem["path"] is None) or (not first and problem["path"] is not None):
+            return line
+        number = _line_of(index, problem["key"])
+        if number is None:
+            return line
+        return f"{problem['indent']}{path}:{number}: {problem['key']}{problem['rest']}"
+
+    located_lines = [with_line(lines[0], first=True), *(with_line(line, first=False) for line in lines[1:])]
+    return error if located_lines == lines else ConfigError("\n".join(located_lines))
+
+
+def _key_lines(path: Path) -> dict[tuple[str, ...], int]:
+    """Each key path of a YAML file (``("models", "m", "pooling")``, a list item by its index) and
+    the line it starts on; empty when the file does not parse."""
+    try:
+        root = yaml.compose(decode_utf8(path.read_bytes(), path), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, ConfigError, OSError):
+        return {}
+    index: dict[tuple[str, ...], int] = {}
+
+    def walk(node: yaml.Node, at: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = (*at, str(key_node.value))
+                index.setdefault(key, key_node.start_mark.line + 1)
+                walk(value_node, key)
+        elif isinstance(node, yaml.SequenceNode):
+            for position, item in enumerate(node.value):
+                key = (*at, str(position))
+                index.setdefault(key, item.start_mark.line + 1)
+                walk(item, key)
+
+    if root is not None:
+        walk(root, ())
+    return index
+
+
+def _line_of(index: dict[tuple[str, ...], int], key: str) -> int | None:
+    """The line of the longest prefix of the dotted ``key`` (``a.b[0].c``) the file holds."""
+    parts = tuple(part for part in re.split(r"\.|\[(\d+)\]", key) if part)
+    for end in range(len(parts), 0, -1):
+        if parts[:end] in index:
+            return index[parts[:end]]
+    return None
+
+
 class Strict(BaseModel):
     """A frozen config model that refuses unknown keys, naming the keys allowed in their place."""
 

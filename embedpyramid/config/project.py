@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from embedpyramid.config.ann import AnnConfig, load_ann_config
-from embedpyramid.config.base import ConfigError, resolve_path
+from embedpyramid.config.base import ConfigError, located, resolve_path
 from embedpyramid.config.datasets import AnyDataset, BeirDataset, check_reference_models, has_data, load_datasets
 from embedpyramid.config.judge import DownstreamConfig, load_downstream_config
 from embedpyramid.config.models import ResolvedModel, load_models
@@ -77,8 +77,15 @@ class ProjectConfig:
 
 
 def load_config(directory: str | Path) -> ProjectConfig:
-    """Load and validate a config folder; raise ConfigError naming the file and the key."""
-    folder = Path(directory).expanduser().resolve()
+    """Load and validate a config folder; raise ConfigError naming the file, the line and the key
+    (:func:`~embedpyramid.config.base.located`)."""
+    try:
+        return _load_config(Path(directory).expanduser().resolve())
+    except ConfigError as error:
+        raise located(error) from None
+
+
+def _load_config(folder: Path) -> ProjectConfig:
     if not folder.is_dir():
         raise ConfigError(f"config folder {folder} does not exist")
     models, protocol = load_models(folder), load_protocol(folder)

@@ -18,6 +18,10 @@ Task = Literal["retrieval", "sts", "pair_classification", "classification", "clu
                "multilabel_classification"]
 TASK_FAMILIES: tuple[str, ...] = ("sts", "pair_classification", "classification", "clustering", "bitext", "reranking",
                                   "multilabel_classification")
+ITEM_UNITS: dict[str, str] = {"sts": "pairs", "pair_classification": "pairs", "classification": "texts",
+                              "clustering": "texts", "bitext": "pairs", "reranking": "queries",
+                              "multilabel_classification": "texts"}
+"""What one compared item of each family is, as numbers are reported: ``accuracy over 30 pairs``."""
 FAMILY_FUNCTIONS: dict[str, dict[str, str]] = {
     "sts": {"evaluate": "embedpyramid.tasks.sts:evaluate_sts", "compare": "embedpyramid.tasks.sts:compare_sts"},
     "pair_classification": {"evaluate": "embedpyramid.tasks.pair_classification:evaluate_pair_classification",

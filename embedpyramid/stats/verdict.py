@@ -30,7 +30,8 @@ letter groups.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 
 import polars as pl
 
@@ -77,6 +78,7 @@ class Verdict:
     baseline: str
     better_than_baseline: tuple[str, ...]
     groups: str
+    unit: str = "queries"
 
     def text(self) -> str:
         """The verdict as one plain-text paragraph."""
@@ -86,7 +88,7 @@ class Verdict:
             f"Δ = {self.delta:+.4f}, {self.interval} {self.confidence:.0%} CI [{self.ci_low:+.4f}, {self.ci_high:+.4f}], "
             f"{test} {_p_text(self.p_adjusted)}, d_z = {_number(self.d_z)}"
         )
-        where = f"{self.dataset} · {self.metric} over {self.n:,} queries"
+        where = f"{self.dataset} · {self.metric} over {self.n:,} {self.unit}"
         if self.adjustment == HOLM and self.winner is not None:
             text = f"{where}: {self.first} wins over {self.second} ({evidence})."
         elif self.winner is not None:
@@ -99,9 +101,9 @@ class Verdict:
                 text = (f"{where}: top group {_listed(self.top_group)}: not distinguishable ({self.first} over the "
                         f"closest contender {self.second}: {evidence})")
             needed = (
-                f"detecting Δ = {self.detectable_delta:g} would take about {self.queries_needed:,} queries"
+                f"detecting Δ = {self.detectable_delta:g} would take about {self.queries_needed:,} {self.unit}"
                 if self.queries_needed is not None
-                else f"no number of queries detects Δ = {self.detectable_delta:g} at this variance"
+                else f"no number of {self.unit} detects Δ = {self.detectable_delta:g} at this variance"
             )
             text += (f"; at this n the smallest detectable effect is {self.mde:.4f} (power {self.power:g}, "
                      f"α {self.alpha:.3g}); {needed}.")
@@ -110,8 +112,20 @@ class Verdict:
                      f"{_listed(self.better_than_baseline)}.")
         return f"{text} Tukey HSD groups: {self.groups}." if self.groups else text
 
+    def line(self) -> str:
+        """The verdict on one line, for a terminal: who wins or which models are not
+        distinguishable, with the margin over the closest contender and the adjusted p."""
+        evidence = (f"Δ {self.delta:+.4f}, {self.interval} {self.confidence:.0%} CI [{self.ci_low:+.4f}, "
+                    f"{self.ci_high:+.4f}], p {_p_text(self.p_adjusted)} "
+                    f"({'Holm' if self.adjustment == HOLM else 'Tukey HSD'})")
+        where = f"{self.dataset} · {self.metric} over {self.n:,} {self.unit}"
+        if self.winner is not None:
+            return f"{where}: {self.first} wins over {self.second}: {evidence}"
+        return (f"{where}: {_listed(self.top_group)} not distinguishable ({self.first} over {self.second}: "
+                f"{evidence}; detectable ≥ {self.mde:.4f})")
+
     def as_dict(self) -> dict[str, object]:
-        return {**asdict(self), "text": self.text()}
+        return {**asdict(self), "text": self.text(), "line": self.line()}
 
 
 def dataset_verdicts(
@@ -121,16 +135,19 @@ def dataset_verdicts(
     power: float,
     detectable_delta: float,
     hsd_pairs: pl.DataFrame | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> list[Verdict]:
     """One verdict per (dataset, system) with a confirmatory comparison, in table order. ``hsd``
     and ``hsd_pairs`` are the model and pair tables of the Tukey HSD
     (:func:`~embedpyramid.stats.hsd_tables.tukey_hsd_tables`); they may be empty when every
-    (dataset, system) has two models, and must cover those with three or more."""
+    (dataset, system) has two models, and must cover those with three or more. ``units`` names
+    what a dataset's compared items are (default ``queries``; a task dataset's pairs or texts)."""
     verdicts = []
     confirmatory = comparisons.filter(pl.col("family") == CONFIRMATORY)
     for (dataset, system), rows in confirmatory.partition_by(["dataset", "system"], as_dict=True, maintain_order=True).items():
+        unit = (units or {}).get(dataset, "queries")
         if rows.height == 1:
-            verdicts.append(_holm_verdict(rows, power=power, detectable_delta=detectable_delta))
+            verdicts.append(replace(_holm_verdict(rows, power=power, detectable_delta=detectable_delta), unit=unit))
             continue
         models = _rows_of(hsd, dataset, system)
         pairs = _rows_of(hsd_pairs, dataset, system)
@@ -140,7 +157,8 @@ def dataset_verdicts(
                 f"tables to name a winner (got {models.height} model and {pairs.height} pair rows); pass "
                 "tukey_hsd_tables(...) of the same per-query metrics as hsd and hsd_pairs"
             )
-        verdicts.append(_hsd_verdict(rows, models, pairs, power=power, detectable_delta=detectable_delta))
+        verdicts.append(replace(_hsd_verdict(rows, models, pairs, power=power, detectable_delta=detectable_delta),
+                                unit=unit))
     return verdicts
 
 

@@ -54,7 +54,8 @@ from embedpyramid.efficiency import efficiency_frame
 from embedpyramid.store import StorePath, file_fingerprint, local_file, read_table, write_with
 
 
-def _literal(value: object) -> str:
+def sql_literal(value: object) -> str:
+    """``value`` as an SQL string literal."""
     return "'" + str(value).replace("'", "''") + "'"
 
 
@@ -72,6 +73,15 @@ another version is rebuilt from scratch."""
 METRIC_COLUMNS = ["dataset", "model", "system", "query_id", "metric", "value"]
 INCREMENTAL = ("per_query_metrics", "runs", "qrels")
 """The tables updated file by file; every other table is rebuilt whole."""
+_INCREMENTAL_SCHEMAS = {
+    "per_query_metrics": "dataset VARCHAR, model VARCHAR, system VARCHAR, query_id VARCHAR, metric VARCHAR, "
+                         "value DOUBLE, _source VARCHAR",
+    "runs": "dataset VARCHAR, model VARCHAR, system VARCHAR, query_id VARCHAR, rank BIGINT, doc_id VARCHAR, "
+            "score FLOAT, _source VARCHAR",
+    "qrels": "dataset VARCHAR, query_id VARCHAR, doc_id VARCHAR, relevance INTEGER, _source VARCHAR",
+}
+"""The incremental tables as they are before any file is read into them (a config of task
+datasets only has no retrieval run)."""
 
 
 @dataclass(frozen=True)
@@ -121,18 +131,20 @@ def build_results_db(
     *, quality_metric: str = "nDCG@10", extra_metrics: Sequence[StorePath] = (),
     extra_conventions: Sequence[StorePath] = (),
 ) -> ResultsDatabase:
-    """Write the results database, updating the current one (see the module docstring); an
-    empty ``partitions`` is an error.
+    """Write the results database, updating the current one (see the module docstring); with no
+    ``partitions`` (a config of task datasets only) the retrieval tables are empty, and an error
+    when there is nothing else to hold either.
 
     ``extra_tables`` maps view names to Parquet files (or Arrow tables) copied in as they are; ``extra_metrics``
     are further long per-query tables appended to ``per_query_metrics`` (e.g. L6's judge and
     answer metrics); ``extra_conventions`` are tables of ``dataset, model, system, conventions``
     (JSON text) whose rows join the ``conventions`` view (the L2 task results'); ``quality_metric``
-    is the leaderboard metric the ``efficiency`` view shows beside the costs. Every Parquet file
+    is the report metric: the one the ``efficiency`` view shows beside the costs and the
+    ``report_settings`` view names. Every Parquet file
     is read through the store (literal paths, local or remote) and handed to DuckDB as Arrow.
     """
-    if not partitions:
-        raise ValueError("no evaluated partitions to summarize: materialize retrieval_metrics first")
+    if not partitions and not extra_tables:
+        raise ValueError("nothing evaluated to summarize: materialize retrieval_metrics or a task first")
     root = target.parent
     sources = {(source.table, _source_key(source.path, root)): source for source in _sources(partitions, extra_metrics)}
     fingerprints = {key: file_fingerprint(source.path) for key, source in sources.items()}
@@ -169,6 +181,9 @@ def build_results_db(
                 existing.add(f"t_{table}")
             con.unregister("incoming")
             counts["read"] += 1
+        for table in INCREMENTAL:
+            if f"t_{table}" not in existing:
+                con.execute(f"CREATE TABLE t_{table} ({_INCREMENTAL_SCHEMAS[table]})")
         _replace_table(con, "t_sources", _string_table(["table", "source", "fingerprint"], [
             (table, key, fingerprint) for (table, key), fingerprint in sorted(fingerprints.items())]))
         con.execute(f"CREATE OR REPLACE TABLE t_layout AS SELECT {RESULTS_LAYOUT} AS version")
@@ -192,10 +207,11 @@ def build_results_db(
             "CREATE OR REPLACE VIEW leaderboard AS SELECT dataset, model, system, metric, avg(value) AS mean, "
             "count(*) AS n FROM t_per_query_metrics GROUP BY ALL"
         )
+        con.execute(f"CREATE OR REPLACE VIEW report_settings AS SELECT {sql_literal(quality_metric)} AS report_metric")
         con.execute(
-            f"CREATE OR REPLACE VIEW efficiency AS SELECT e.*, {_literal(quality_metric)} AS quality_metric, "
+            f"CREATE OR REPLACE VIEW efficiency AS SELECT e.*, {sql_literal(quality_metric)} AS quality_metric, "
             "l.mean AS quality FROM t_efficiency e LEFT JOIN leaderboard l ON l.dataset = e.dataset "
-            f"AND l.model = e.model AND l.system = 'exact' AND l.metric = {_literal(quality_metric)}"
+            f"AND l.model = e.model AND l.system = 'exact' AND l.metric = {sql_literal(quality_metric)}"
         )
 
     def write(path: Path) -> None:

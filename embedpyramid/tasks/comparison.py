@@ -27,6 +27,7 @@ import polars as pl
 
 from embedpyramid.config import DatasetEntry, ProjectConfig, RerankingSettings
 from embedpyramid.config.comparison import comparison_settings
+from embedpyramid.config.tasks import ITEM_UNITS
 from embedpyramid.current_inputs import SummaryInputs, pair_sanity_asset_name, task_asset_name
 from embedpyramid.data import open_frozen
 from embedpyramid.geometry.paths import PAIR_SANITY_FILE, l1_dir
@@ -179,9 +180,10 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
                       "model": model.key, "task": task}], schema=PAIR_SANITY_SCHEMA))
     tables = {name: pl.concat(frames, how="vertical_relaxed").cast(TASK_TABLE_SCHEMAS[name]) if frames
               else pl.DataFrame(schema=TASK_TABLE_SCHEMAS[name]) for name, frames in parts.items()}
-    paired = dataset_verdicts(tables["task_comparisons"], tables["task_hsd"], power=comparison.power,
-                              detectable_delta=comparison.detectable_delta, hsd_pairs=tables["task_hsd_pairs"])
     tasks = {name: spec.task for name, spec in config.task_datasets.items()}
+    paired = dataset_verdicts(tables["task_comparisons"], tables["task_hsd"], power=comparison.power,
+                              detectable_delta=comparison.detectable_delta, hsd_pairs=tables["task_hsd_pairs"],
+                              units={name: ITEM_UNITS[task] for name, task in tasks.items()})
     for task, metric in PRIMARY_STATISTIC.items():
         family = tables["task_statistic_comparisons"].filter(
             pl.col("dataset").is_in([name for name, kind in tasks.items() if kind == task]))
@@ -190,7 +192,9 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
     paired_verdicts = []
     for verdict in paired:
         row = verdict.as_dict()
-        paired_verdicts.append({**row, "text": f"[{tasks[verdict.dataset]}, {verdict.system}] {row['text']}"})
+        label = f"[{tasks[verdict.dataset]}, {verdict.system}]"
+        paired_verdicts.append({**row, "task": tasks[verdict.dataset], "text": f"{label} {row['text']}",
+                                "line": f"{label} {row['line']}"})
     return TaskSummary(tables, inputs.annotate(paired_verdicts + verdicts, config.task_datasets,
                                                       tuple(sorted(task_asset_name(task) for task in set(tasks.values())))), skipped)
 
@@ -222,6 +226,7 @@ def statistic_verdicts(statistics: pl.DataFrame, metric: str, task: str) -> list
     rows = statistics.filter(pl.col("metric") == metric)
     adjusted = holm_adjust(rows["p_value"].to_numpy()) if rows.height else []
     tests = "1 test" if rows.height == 1 else f"{rows.height} tests"
+    unit = ITEM_UNITS[task]
     verdicts = []
     for row, p_adjusted in zip(rows.iter_rows(named=True), adjusted, strict=True):
         a, b, low, high = row["model_a"], row["model_b"], row["ci_low"], row["ci_high"]
@@ -231,13 +236,16 @@ def statistic_verdicts(statistics: pl.DataFrame, metric: str, task: str) -> list
             decision, "no detectable difference")
         p_text = "< 0.0001" if p_adjusted < 1e-4 else f"= {p_adjusted:.4f}"
         verdicts.append({
-            "dataset": row["dataset"], "system": row["system"], "metric": metric, "model_a": a, "model_b": b,
+            "dataset": row["dataset"], "task": task, "unit": unit, "system": row["system"], "metric": metric,
+            "model_a": a, "model_b": b,
             "delta": row["delta"], "ci_low": low, "ci_high": high, "p_value": row["p_value"],
             "p_adjusted": float(p_adjusted), "family_size": rows.height, "decision": decision,
-            "text": (f"{row['dataset']} ({task}, {metric} over {row['n']:,} items): {b} − {a} = {row['delta']:+.4f}, "
+            "text": (f"{row['dataset']} ({task}, {metric} over {row['n']:,} {unit}): {b} − {a} = {row['delta']:+.4f}, "
                      f"unadjusted {row['confidence']:.0%} CI [{low:+.4f}, {high:+.4f}] (paired bootstrap of the "
                      f"statistic, {row['n_resamples']:,} resamples), p (Holm over the {task} family, {tests}) "
                      f"{p_text} — {outcome}."),
+            "line": (f"[{task}, {row['system']}] {row['dataset']} · {metric} over {row['n']:,} {unit}: {outcome} "
+                     f"(Δ {row['delta']:+.4f} [{low:+.4f}, {high:+.4f}], p {p_text} (Holm))"),
         })
     return verdicts
 

@@ -50,6 +50,7 @@ def test_a_hub_model_downloads_once_runs_offline_and_is_keyed_by_its_commit(tmp_
         online = hub_process_environment(os.environ, hub, home)
         ran = cli(["run", "--configs", configs, "--data", tmp_path / "online"], online)
         assert ran.returncode == 0, ran.stderr
+        assert "Warning" not in ran.stderr + ran.stdout  # no third-party warning in a normal run's output
         downloaded = {path for method, path in hub.requests if method == "GET" and "/resolve/" in path}
         assert f"/{HUB_ID}/resolve/{first}/model.safetensors" in downloaded
         assert (home / "hub" / f"models--{HUB_ID.replace('/', '--')}" / "snapshots" / first / "modules.json").is_file()

@@ -250,11 +250,16 @@ def test_two_spec_names_that_share_an_asset_are_a_config_error(write_configs, ti
     assert line.count("\n") == 0
 
 
-@pytest.mark.parametrize("breakage", ["bad card", "missing folder", "colliding specs"])
-def test_the_code_location_loads_and_shows_a_broken_config(write_configs, tiny, tmp_path, breakage):
+@pytest.mark.parametrize("breakage", ["bad card", "broken yaml", "missing folder", "colliding specs"])
+def test_validation_fails_on_a_broken_config_and_a_degraded_deployment_loads_and_shows_it(
+        write_configs, tiny, tmp_path, breakage):
     if breakage == "bad card":
         folder = write_configs(models={"ngrams": {**toy(), "pooling": "sideways"}}, datasets=tiny)
-        expected = "models.ngrams.pooling"
+        expected = f"{folder / 'models.yaml'}:7: models.ngrams.pooling"  # file, line, key
+    elif breakage == "broken yaml":
+        folder = write_configs(models={"ngrams": toy()}, datasets=tiny, ann=small_ann(flat={"factory": "Flat"}))
+        (folder / "ann.yaml").write_text((folder / "ann.yaml").read_text() + "indexes: [unclosed\n")
+        expected = f"{folder / 'ann.yaml'}: not valid YAML"  # YAML's own message names the line
     elif breakage == "missing folder":
         folder, expected = tmp_path / "nowhere", "does not exist"
     else:
@@ -265,14 +270,27 @@ def test_the_code_location_loads_and_shows_a_broken_config(write_configs, tiny, 
            "DAGSTER_HOME": str(tmp_path / "home")}
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
-                             "workspace.yaml"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)  # without terminal colours
-    assert result.returncode == 0, output  # the location loads: the UI shows the graph and the error
+
+    def validate(**extra: str) -> tuple[int, str]:
+        result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
+                                 "workspace.yaml"], cwd=REPO, env={**env, **extra}, capture_output=True, text=True,
+                                timeout=600)
+        return result.returncode, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)  # without colours
+
+    # A check before a deploy: the location does not load, naming the file, the line and the key.
+    code, output = validate()
+    assert code != 0 and expected in output, output
+    if breakage == "broken yaml":
+        assert re.search(r"line \d+, column \d+", output), output
+    # A running deployment that keeps a degraded load: it loads, and shows the error where a user looks.
+    code, output = validate(EMBEDPYRAMID_CONFIG_ERRORS="degrade")
+    assert code == 0, output
     assert expected in output and "config/folder: loads" in output and "embedpyramid - ERROR - config error: " in output
     # Nothing else to warn about but Dagster's own notice that the validate command is superseded.
     assert [line for line in output.splitlines() if "Warning" in line or "WARNING" in line] == [
         line for line in output.splitlines() if "SupersessionWarning" in line]
+    code, output = validate(EMBEDPYRAMID_CONFIG_ERRORS="lenient")
+    assert code != 0 and "EMBEDPYRAMID_CONFIG_ERRORS='lenient': use one of fail, degrade" in output
 
 
 def test_a_second_run_waits_for_the_first_or_names_it(write_configs, tiny, tmp_path, capsys):

@@ -20,7 +20,7 @@ from embedpyramid.encode import cached_embedding_path, read_embeddings
 from embedpyramid.retrieval.level import read_metrics_manifest
 from embedpyramid.store import ArtifactStore
 from graphbase.facets import CONFIG
-from graphbase.instance import bind
+from graphbase.instance import bind, open_instance
 from graphbase.partitions import (
     DATASETS,
     MODELS,
@@ -32,6 +32,7 @@ from graphbase.partitions import (
     system_asset_name,
     task_datasets_name,
 )
+from graphbase.warm import UP_TO_DATE_LINE
 from pipelines.automation import automation_sensors
 from pipelines.definitions import defs
 from pipelines.runner import run_pipeline
@@ -129,9 +130,10 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path, 
     # The README's quick start: `embedpyramid run` with the default configs (here in-process,
     # into a fresh data folder), then its `embedpyramid query` examples on what it wrote.
     assert commands_of("embedpyramid")[0] == ["run"]
-    instance = dg.DagsterInstance.ephemeral()
     config = load_config("configs")
-    report = run_pipeline("configs", tmp_path, instance=instance)
+    progress: list[str] = []
+    report = run_pipeline("configs", tmp_path, log=progress.append)  # the instance under the data folder, as run's
+    instance = open_instance(tmp_path)
     keys = [model.key for model in config.models.values()]
     assert report.failures == []
     # Retrieval first, then the L2 task datasets on their own partitions.
@@ -321,6 +323,20 @@ def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path, 
         exact_per_query.filter(pl.col("metric") == "nDCG@10"), on="query_id")
     assert joined.height == 748 and (joined["value"] == joined["value_right"]).all()
     assert "## L4 serving approximation: " + minilm_key in (tmp_path / "report" / "report.md").read_text()
+
+    # The answer fits one screen: a warm `run` prints the headline table, the task datasets and one
+    # verdict per dataset; a cold one prints its progress lines before the same answer.
+    capsys.readouterr()
+    assert main(["run", "--data", str(tmp_path)]) == 0
+    warm = capsys.readouterr()
+    answer = warm.out.splitlines()
+    assert warm.err.splitlines() == [UP_TO_DATE_LINE]
+    assert len(answer) + 1 <= 40 and len(progress) + len(answer) <= 40, (progress, answer)
+    verdicts = answer[answer.index("verdict (one line per dataset; the report has every system and metric):") + 1:]
+    assert [line.split(" · ")[0].split("] ")[-1].strip() for line in verdicts[:len(config.datasets)]] == list(
+        config.datasets)
+    assert "accuracy over 30 pairs" in warm.out and "accuracy over 745 texts" in warm.out  # units named for what they are
+    assert " queries" not in "\n".join(line for line in verdicts if line.lstrip().startswith("["))
 
 
 def means_of(board: pl.DataFrame, model_key: str) -> dict[str, float]:
@@ -526,10 +542,17 @@ def test_cli_run_verdict_status_backfill_and_leaderboard(write_configs, small_ch
     data = tmp_path / "data"
     assert main(["run", "--configs", str(folder), "--data", str(data)]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("dataset: chatterbot-small") and "nDCG@10" in printed
-    verdict = printed[printed.index("\nverdict:\n"):].splitlines()
-    assert verdict[2].startswith("  chatterbot-small · nDCG@10 over ") and "(Δ = " in verdict[2]
-    assert verdict[-1] == f"report: {(data / 'report' / 'report.html').resolve()}"
+    lines = printed.splitlines()
+    assert lines[0].startswith("chatterbot-small · ") and lines[0].endswith(" queries · exact search")
+    assert lines[1].split() == ["model", "nDCG@10", "(95%", "CI)", "Recall@100", "MRR@10", "group"]
+    verdict = printed[printed.index("\nverdict (one line per dataset"):].splitlines()
+    assert verdict[2].startswith("  chatterbot-small · nDCG@10 over ") and "Δ " in verdict[2]
+    assert lines[-2:] == [f"report: {(data / 'report' / 'report.html').resolve()}",
+                          f"results: {(data / 'results.duckdb').resolve()} (every metric: embedpyramid leaderboard --all)"]
+    assert main(["leaderboard", "--data", str(data)]) == 0
+    assert capsys.readouterr().out == "\n".join(lines[:-3]) + "\n"  # the same answer, without the paths
+    assert main(["leaderboard", "--all", "--data", str(data)]) == 0
+    assert "MAP@100" in capsys.readouterr().out  # every metric
     assert main(["leaderboard", "--data", str(data), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {parse_measure(row["metric"]).name for row in rows} == {

@@ -7,9 +7,10 @@ import json
 import duckdb
 import pytest
 import yaml
-from graph_helpers import plan_and_automation, quick_protocol
+from graph_helpers import plan_and_automation, quick_protocol, toy
 from hub_server import LocalHub, point_at
 
+from embedpyramid.cli import main
 from embedpyramid.config import load_config
 from embedpyramid.rendering.tables import escape_markdown
 from graphbase.facets import DATASET_SOURCE, TASK_FACETS
@@ -100,8 +101,8 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
     for dataset, model, warning in warnings:
         assert escape_markdown(f"{model} on {dataset}: {warning}") in report
     verdict = report.split("## Contents")[0]
-    assert f"\\[bitext, csls\\] django-ko · accuracy over 263 queries: {use} wins" in verdict  # Markdown-escaped
-    assert "lee-sts (sts, spearman over 1,225 items)" in verdict
+    assert f"\\[bitext, csls\\] django-ko · accuracy over 263 pairs: {use} wins" in verdict  # Markdown-escaped
+    assert "lee-sts (sts, spearman over 1,225 pairs)" in verdict
 
     # A new task dataset: retrieval stays fresh, only the new family's dataset is frozen first.
     write(folder, {**tiny, **TASKS, **CLUSTERS})
@@ -128,6 +129,27 @@ def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_
     family = {"frozen_clustering_dataset", "clustering_embeddings", "task_clustering"}
     assert planned and {asset for asset, _ in planned} <= family
     assert requested and {asset for asset, _ in requested} <= family
+
+
+def test_a_config_of_task_datasets_only_gets_every_summary_and_checks_its_published_score(write_configs, tmp_path,
+                                                                                          capsys):
+    reference = {"model": "ngrams", "metric": "spearman", "value": 0.09, "tolerance": 0.01,
+                 "source": "a published number of the toy encoder, for this test"}
+    folder = write_configs(models={"ngrams": toy(), "ngrams-24": toy(24)},
+                           datasets={"lee-sts": {**TASKS["lee-sts"], "reference": [reference]}},
+                           protocol=quick_protocol())
+    data = tmp_path / "data"
+    report = run_pipeline(folder, data, log=lambda _line: None)
+    assert report.failures == [] and report.summary_skipped is None and report.summary_built
+    with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM per_query_metrics").fetchall() == [(0,)]  # no retrieval here
+        checked = con.execute("SELECT dataset, model, status FROM reproduction").fetchall()
+        compared = con.execute("SELECT count(*) FROM task_statistic_comparisons").fetchall()
+    assert checked == [("lee-sts", "ngrams", "pass")] and compared[0][0] > 0
+    assert "## Reproduction" in (data / "report" / "report.md").read_text()
+    assert main(["leaderboard", "--data", str(data)]) == 0
+    answer = capsys.readouterr().out
+    assert "lee-sts  sts" in answer and "published scores: 1 checked — 1 pass" in answer
 
 
 RERANK_ID, RETRIEVAL_ID = "mteb/tiny-askubuntu", "mteb/tiny-cqa"

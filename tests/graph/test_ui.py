@@ -22,6 +22,7 @@ from graph_helpers import is_shard_step, quick_protocol, small_ann, step_interva
 from readme import commands_of
 
 from pipelines.runner import run_pipeline
+from pipelines.session import open_session
 from pipelines.status import project_status
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,10 +43,12 @@ def free_port() -> int:
 class DagsterDev:
     """``dagster dev`` in its own process group, stopped by that group's id."""
 
-    def __init__(self, home: Path, log: Path):
+    def __init__(self, home: Path, log: Path, *, sensor_interval: int | None = None):
         self.port = free_port()
         env = {key: value for key, value in os.environ.items() if not key.startswith("EMBEDPYRAMID_")}
         env.update(DAGSTER_HOME=str(home), PYTHONPATH=str(REPO / "tests" / "fixtures"))
+        if sensor_interval is not None:
+            env["EMBEDPYRAMID_SENSOR_INTERVAL"] = str(sensor_interval)
         self.log = log.open("w")
         # The README's command (its DAGSTER_HOME is this test's), on a free port of 127.0.0.1.
         (readme_args,) = commands_of("dagster")
@@ -61,6 +64,19 @@ class DagsterDev:
             answer = json.loads(response.read())
         assert "errors" not in answer, answer
         return answer["data"]
+
+    def wait_for_check(self, asset: str, check: str, status: str, timeout: float = 120) -> None:
+        """Until the latest evaluation of ``asset``'s ``check`` has ``status``."""
+        query = (f'{{ assetNodes(assetKeys: [{{path: ["{asset}"]}}]) {{ assetChecksOrError {{ ... on AssetChecks {{ '
+                 "checks { name executionForLatestMaterialization { status } } } } } }")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            checks = self.graphql(query)["assetNodes"][0]["assetChecksOrError"]["checks"]
+            latest = next((c["executionForLatestMaterialization"] for c in checks if c["name"] == check), None)
+            if latest is not None and latest["status"] == status:
+                return
+            time.sleep(1)
+        raise AssertionError(f"{asset}'s {check} check is not {status} after {timeout} s")
 
     def wait_until_up(self, timeout: float = 600) -> None:
         deadline = time.monotonic() + timeout
@@ -109,7 +125,7 @@ def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs
     assert run_pipeline(folder, data, command=["run", "--configs", str(folder)]).failures == []
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    server = DagsterDev(home, tmp_path / "dagster-dev.log")
+    server = DagsterDev(home, tmp_path / "dagster-dev.log", sensor_interval=5)
     try:
         server.wait_until_up()
         # The UI follows the CLI's config; keep the daemon from re-materializing what we look at.
@@ -124,6 +140,9 @@ def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs
         rows = {(row.model, row.level): row for row in project_status(folder, data)}
         assert all(row.state == "stale" for (model, level), row in rows.items() if level == "l1_geometry")
         assert all(row.state == "fresh" for (model, level), row in rows.items() if level == "l2_retrieval")
+        # status records nothing: the config sensor observes the edit on its tick, then records the
+        # up_to_date checks on its next quiet one.
+        server.wait_for_check("norm_geometry", "up_to_date", "FAILED")
 
         partitions = ["chatterbot-small|ngrams-32", "chatterbot-small|ngrams-48"]
         nodes = server.graphql(
@@ -139,7 +158,7 @@ def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs
         assert by_asset["retrieval_metrics"]["staleStatusByPartition"] == ["FRESH", "FRESH"]
         assert nodes["summary"][0]["staleStatus"] == "STALE"
         assert nodes["summary"][0]["staleCauses"][0]["key"]["path"] == ["config", "comparison"]
-        # At the asset level, no partition opened: the up_to_date check the CLI recorded warns.
+        # At the asset level, no partition opened: the up_to_date check the config sensor recorded warns.
         checks = server.graphql(
             "{ assetNodes(assetKeys: [{path: [\"norm_geometry\"]}, {path: [\"retrieval_metrics\"]}]) { assetKey { path } "
             "assetChecksOrError { ... on AssetChecks { checks { name executionForLatestMaterialization { status "
@@ -196,7 +215,7 @@ def test_runs_the_automation_launches_wait_for_a_cli_run_on_the_same_folder(writ
     slow = {"backend": "entry-point", "entry_point": "toy_encoders:SlowNgrams", "options": {"dim": 16, "seconds": 4},
             "run": {"batch_size": 4, "latency_queries": 2, "latency_repeats": 1}}
     folder = write_configs(models={"slow": slow, "fast": toy(24)}, datasets=tiny, protocol=quick_protocol())
-    project_status(folder, data)  # binds the instance to the folder and registers the partitions
+    open_session(folder, data, None, lambda _: None, False)  # binds the instance and registers the partitions
     server = DagsterDev(home, tmp_path / "dagster-dev.log")
     try:
         server.wait_until_up()

@@ -17,8 +17,10 @@ import polars as pl
 from graph_helpers import beir_folder, quick_protocol, toy
 
 from embedpyramid.config import load_config
-from graphbase.freshness import UP_TO_DATE
-from graphbase.partitions import model_dataset_key
+from graphbase.freshness import UP_TO_DATE, observe_config, report_up_to_date
+from graphbase.instance import read_binding
+from graphbase.partitions import MODELS, model_dataset_key
+from graphbase.warm import UP_TO_DATE_LINE
 from pipelines.automation import nightly_refresh, nightly_summary, nightly_task_refresh
 from pipelines.graph import build_definitions
 from pipelines.runner import run_pipeline
@@ -247,7 +249,9 @@ def test_up_to_date_checks_warn_on_stale_assets_and_pass_once_evaluated(write_co
     protocol = quick_protocol()
     protocol["comparison"]["seed"] = 7
     (folder / "protocol.yaml").write_text(json.dumps(protocol))
-    project_status(folder, data, instance=instance)
+    # What the config sensor records on its ticks: the new version, then the checks.
+    observe_config(instance, load_config(folder))
+    report_up_to_date(instance, build_definitions(folder, data).resolve_asset_graph())
     stale = latest("norm_geometry")
     assert not stale.passed and stale.severity == dg.AssetCheckSeverity.WARN
     assert stale.metadata["not_fresh"].value == 2 and "config/resampling has a new data version" in \
@@ -255,6 +259,30 @@ def test_up_to_date_checks_warn_on_stale_assets_and_pass_once_evaluated(write_co
     assert latest("exact_topk").passed
     run_pipeline(folder, data, instance=instance, log=lambda _: None)
     assert latest("norm_geometry").passed
+
+
+def test_status_of_an_edited_copy_records_nothing_and_the_next_run_of_the_real_config_sees_no_change(
+        write_configs, tmp_path):
+    folder, beir = two_cards(write_configs, tmp_path)
+    instance, data = dg.DagsterInstance.ephemeral(), tmp_path / "data"
+    assert run_pipeline(folder, data, instance=instance, log=lambda _: None).failures == []
+    copy = write_configs("copy", models={"ngrams": toy(), "ngrams-24": toy(24), "ngrams-16": toy(16)},
+                         datasets={"tiny": {"loader": "beir", "path": str(beir)}}, protocol=quick_protocol(seed=7))
+    recorded, partitions = instance.event_log_storage.get_maximum_record_id(), instance.get_dynamic_partitions(MODELS)
+
+    rows = {(row.model, row.level): row for row in project_status(copy, data, instance=instance)}
+    new_key = load_config(copy).models["ngrams-16"].key
+    assert rows[(new_key, "l2_retrieval")].state == "missing"  # a card that is no partition yet
+    assert rows[(load_config(copy).models["ngrams"].key, "l1_geometry")].why == (
+        "config/resampling has a new data version (norm_geometry, normalization_price, pair_sanity)")  # as if observed
+    assert rows[(None, "summary")].state == "stale"
+    assert instance.event_log_storage.get_maximum_record_id() == recorded  # nothing recorded
+    assert instance.get_dynamic_partitions(MODELS) == partitions  # nothing registered
+    assert read_binding(instance.root_directory).configs == str(folder)  # still bound to the real config
+
+    lines: list[str] = []
+    assert run_pipeline(folder, data, instance=instance, log=lines.append).failures == []
+    assert lines == [UP_TO_DATE_LINE]
 
 
 def test_a_run_launched_outside_the_cli_waits_for_the_cli_lock(write_configs, tmp_path):

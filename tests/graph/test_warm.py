@@ -76,6 +76,8 @@ def test_whatever_the_answer_depends_on_sends_the_warm_start_back_to_dagster(wri
     instance.report_runless_asset_event(dg.AssetObservation(asset_key="elsewhere"))
     assert warm_status(folder, data, None, None, lock=True) is None
     assert all(row.state == "fresh" for row in project_status(folder, data, instance=instance))  # Dagster: still fresh
+    assert warm_status(folder, data, None, None, lock=True) is None  # status records nothing: the next run does
+    assert run_pipeline(folder, data, instance=instance, log=quiet).failures == []
     assert warm_status(folder, data, None, None, lock=True) == rows
 
     # Another process holds the data folder: run waits for it through Dagster; status holds no lock.

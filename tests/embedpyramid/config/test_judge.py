@@ -52,11 +52,11 @@ def test_systems_answered_from_must_be_per_model_runs_of_the_folder(write_config
     folder = write_judge(write_configs(), {"systems": ["exact", "nosuch"]})
     with pytest.raises(ConfigError) as refused:
         load_config(folder)
-    assert str(refused.value) == (f"{folder / 'judge.yaml'}: systems.1: 'nosuch' is not a system (this folder has "
-                                  "no systems.yaml); allowed: exact")
+    assert str(refused.value) == (f"{folder / 'judge.yaml'}:3: systems.1: 'nosuch' is not a system (this folder "
+                                  "has no systems.yaml); allowed: exact")  # the file, the line of the item, the key
     systems = {"systems": {"bm25": {"kind": "bm25"}, "hybrid": {"kind": "rrf", "inputs": ["exact", "bm25"]}}}
     folder = write_judge(write_configs("with-systems", systems=systems), {"systems": ["exact", "nosuch"]})
-    with pytest.raises(ConfigError, match=r"judge\.yaml: systems\.1: 'nosuch' is not a system of systems\.yaml; "
+    with pytest.raises(ConfigError, match=r"judge\.yaml:\d+: systems\.1: 'nosuch' is not a system of systems\.yaml; "
                                           r"allowed: exact, hybrid$"):
         load_config(folder)
     write_judge(folder, {"systems": ["bm25"]})

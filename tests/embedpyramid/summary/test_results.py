@@ -86,7 +86,7 @@ def test_the_efficiency_view_joins_each_row_to_its_leaderboard_quality(tmp_path)
 
 
 def test_nothing_to_summarize_and_missing_db(tmp_path):
-    with pytest.raises(ValueError, match="materialize retrieval_metrics first"):
+    with pytest.raises(ValueError, match="materialize retrieval_metrics or a task first"):
         build_results_db(tmp_path / "r.duckdb", [])
     with pytest.raises(FileNotFoundError, match="run `embedpyramid run` first"):
         read_leaderboard(tmp_path / "r.duckdb")

@@ -53,7 +53,8 @@ def test_default_config_marks_the_embedded_data_as_own():
 
 @pytest.mark.parametrize(("entry", "message"), [
     ({"reference": [reference("e5", 0.5)]},
-     r"datasets.yaml: datasets.mine.reference\[0\].model: 'e5' is not a card in models.yaml; allowed: minilm-l6, use-m3"),
+     r"datasets.yaml:\d+: datasets.mine.reference\[0\].model: 'e5' is not a card in models.yaml; allowed: minilm-l6, "
+     r"use-m3"),
     ({"reference": [reference("minilm-l6", 0.5, metric="NDCG10")]}, r"unknown measure 'NDCG10'"),
     ({"reference": [reference("minilm-l6", 0.5), reference("minilm-l6", 0.6, metric="ndcg@10")]},
      r"two references for model 'minilm-l6' and nDCG@10; keep one"),
