@@ -248,7 +248,8 @@ def _task_embedding_asset(family: str, op_tags: dict[str, str]) -> dg.AssetsDefi
         op_tags=op_tags,
         automation_condition=EVALUATE_WHEN_STALE,
         description=f"The card's vectors of every text of a {family} dataset, encoded once with the prompt of the "
-                    "dataset's text kind (cached, content-addressed); the task and its pair sanity read them.",
+                    "dataset's text kind (reranking: queries with the query prompt, candidates with the document "
+                    "prompt; cached, content-addressed); the task and its pair sanity read them.",
     )
     def task_embeddings(context: dg.AssetExecutionContext, project: ProjectResource,
                         encoders: EncoderRegistry) -> dg.MaterializeResult:
@@ -257,23 +258,23 @@ def _task_embedding_asset(family: str, op_tags: dict[str, str]) -> dg.AssetsDefi
         part = project.partition(context)
         model = part.model
         with encoders.on_demand(context, model) as encoder:
-            result = encode_task_texts(part.store, model, part.frozen, part.config.task_dataset(part.dataset),
-                                       encoder, progress_logger(context, f"encoded texts with {model.key}"))
-        meta = result.metadata
+            results = encode_task_texts(part.store, model, part.frozen, part.config.task_dataset(part.dataset),
+                                        encoder, progress_logger(context, f"encoded texts with {model.key}"))
+        first = results[0].metadata
         return with_provenance(context, project, dg.MaterializeResult(
             metadata={
-                "rows": dg.MetadataValue.int(meta["rows"]),
-                "dim": dg.MetadataValue.int(meta["dim"]),
+                "rows": dg.MetadataValue.int(sum(result.metadata["rows"] for result in results)),
+                "dim": dg.MetadataValue.int(first["dim"]),
                 # The task asset's key before these vectors had an asset of their own: `embedpyramid
                 # run` reports the retrieval tables it encoded (cache_hit), as before.
-                "embeddings_cache_hit": dg.MetadataValue.bool(result.cache_hit),
-                **({"derived_from": dg.MetadataValue.text(meta["derived_from"]["model_key"])}
-                   if "derived_from" in meta else {}),
+                "embeddings_cache_hit": dg.MetadataValue.bool(all(result.cache_hit for result in results)),
+                **({"derived_from": dg.MetadataValue.text(first["derived_from"]["model_key"])}
+                   if "derived_from" in first else {}),
                 "card_hash": dg.MetadataValue.text(model.card_hash),
                 "card_key": dg.MetadataValue.text(model.key),
-                "path": dg.MetadataValue.path(str(result.path)),
+                "path": dg.MetadataValue.path(str(results[0].path)),
             },
-            data_version=dg.DataVersion(result.path.stem + "@" + model.card_hash[:16]),
+            data_version=dg.DataVersion("+".join(result.path.stem for result in results) + "@" + model.card_hash[:16]),
         ))
 
     return task_embeddings

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from embedpyramid.config import ProjectConfig
+from embedpyramid.config import MtebDataset, ProjectConfig
 from embedpyramid.config.base import resolve_path
 from embedpyramid.config.tasks import TASK_FAMILIES
 from embedpyramid.current_inputs import ann_asset_name, system_asset_name, task_datasets_name
-from embedpyramid.data import source_files
+from embedpyramid.data import mteb_hub_identity, source_files
 from embedpyramid.hashing import sha256_json
 
 if TYPE_CHECKING:
@@ -79,13 +79,14 @@ def _dataset_source(config: ProjectConfig, dataset: str | None) -> dict[str, Any
     Touching a file without changing it makes the source look new; the re-freeze then yields
     the same content hash, so nothing downstream moves.
     """
-    entry = config.dataset(str(dataset)).model_dump(
-        mode="json", exclude={"drop_self_hits", "group_column", "retrieval", *L3_FIELDS})
+    spec = config.dataset(str(dataset))
+    entry = spec.model_dump(mode="json", exclude={"drop_self_hits", "group_column", "retrieval", *L3_FIELDS})
     try:
         files = [[str(path), path.stat().st_size, path.stat().st_mtime_ns] for path in source_files(config, str(dataset))]
     except (OSError, ValueError) as error:
         files = [f"unreadable: {error}"]
-    return {"entry": entry, "files": files}
+    hub = mteb_hub_identity(config, spec, str(dataset)) if isinstance(spec, MtebDataset) else None
+    return {"entry": entry, "files": files, **({"hub": hub} if hub else {})}
 
 
 MODEL_CARD = Facet(
@@ -196,7 +197,7 @@ STATIC_FACETS = (MODEL_CARD, RUN_SETTINGS, DATASET_SOURCE, SEARCH, MEASURES, CON
 def _task_dataset(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:
     """A task dataset's entry (loader, source, slices, the family's settings block) and the size
     and mtime of its source file, or of every file under its source folder (``loader: mteb``), if
-    it names one."""
+    it names one; for an MTEB entry on the hub, the commit its revision names now."""
     spec = config.task_dataset(str(dataset))
     files = []
     if isinstance(path := getattr(spec, "path", None), str):
@@ -204,7 +205,8 @@ def _task_dataset(config: ProjectConfig, dataset: str | None) -> dict[str, Any]:
         found = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
         files = [[str(file), file.stat().st_size, file.stat().st_mtime_ns] if file.is_file() else f"missing: {file}"
                  for file in found]
-    return {"entry": spec.model_dump(mode="json", exclude={"retrieval"}), "files": files}
+    hub = mteb_hub_identity(config, spec, str(dataset)) if isinstance(spec, MtebDataset) else None
+    return {"entry": spec.model_dump(mode="json", exclude={"retrieval"}), "files": files, **({"hub": hub} if hub else {})}
 
 
 TASK_FACETS = tuple(Facet(

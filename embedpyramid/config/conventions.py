@@ -9,7 +9,7 @@ GAIN_KINDS: tuple[str, ...] = ("linear", "exponential")
 TIE_RULES: tuple[str, ...] = ("expected", "trec_eval", "doc_id")
 QUERY_SETS: tuple[str, ...] = ("with_positive", "with_qrels")
 PROTOCOLS: tuple[str, ...] = ("project", "mteb")
-_RECORDED_WHEN_SET = ("queries", "top_k", "protocol", "mteb_version")
+_RECORDED_WHEN_SET = ("queries", "top_k", "protocol", "mteb_version", "skip_first_result")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,9 @@ class MetricConventions:
       that reproduces MTEB's ``RetrievalEvaluator.evaluate`` (``mteb_version``, see
       :meth:`mteb`): linear gain, threshold 1, trec_eval's tie order, every query with qrels,
       the run cut at ``top_k``, self-hits dropped as the task's ``ignore_identical_ids`` says.
+    - ``skip_first_result``: after the cut and the self-hits, each query's best-scored document
+      is dropped (MTEB's task attribute of that name; ties for the first place go by doc_id
+      descending here, by MTEB's result order there). Only under ``protocol: mteb``.
 
     Negative grades are judged non-relevant, as in trec_eval: gain 0, never relevant, but
     judged (they count for Judged@k). :meth:`as_dict` records ``queries``, ``top_k``,
@@ -56,15 +59,19 @@ class MetricConventions:
     top_k: int | None = None
     protocol: Literal["project", "mteb"] = "project"
     mteb_version: str | None = None
+    skip_first_result: bool = False
 
     @classmethod
-    def mteb(cls, *, drop_self_hits: bool, top_k: int, mteb_version: str) -> MetricConventions:
+    def mteb(cls, *, drop_self_hits: bool, top_k: int, mteb_version: str,
+             skip_first_result: bool = False) -> MetricConventions:
         """MTEB's conventions (``AbsTaskRetrieval`` and ``calculate_retrieval_scores`` of
         ``mteb_version``): pytrec_eval's measures (linear-gain ``ndcg_cut``, relevance level 1,
         ties by doc id descending) over every query that has qrels, the run cut at ``top_k``
-        before ``ignore_identical_ids`` (``drop_self_hits``) drops self-hits."""
+        before ``ignore_identical_ids`` (``drop_self_hits``) drops self-hits, and then, where the
+        task sets ``skip_first_result``, each query's first result."""
         return cls(gain="linear", relevance_threshold=1, drop_self_hits=drop_self_hits, ties="trec_eval",
-                   queries="with_qrels", top_k=top_k, protocol="mteb", mteb_version=mteb_version)
+                   queries="with_qrels", top_k=top_k, protocol="mteb", mteb_version=mteb_version,
+                   skip_first_result=skip_first_result)
 
     def __post_init__(self) -> None:
         if self.gain not in GAIN_KINDS:
@@ -93,6 +100,8 @@ class MetricConventions:
             raise ValueError(f"unknown protocol {self.protocol!r}; allowed values: {', '.join(PROTOCOLS)}")
         if (self.protocol == "mteb") != (self.mteb_version is not None):
             raise ValueError("mteb_version names the mteb release of protocol 'mteb'; set both or neither")
+        if self.skip_first_result and self.protocol != "mteb":
+            raise ValueError("skip_first_result is MTEB's task attribute: it needs protocol 'mteb'")
         if self.protocol == "mteb":
             mteb = {"gain": "linear", "relevance_threshold": 1, "ties": "trec_eval", "queries": "with_qrels"}
             wrong = {name: getattr(self, name) for name, value in mteb.items() if getattr(self, name) != value}

@@ -16,6 +16,9 @@ from embedpyramid.config.references import (
     MtebResultsImport,
     ReferenceScore,
     canonical_metric,
+    reference_split,
+    reproduction_rule,
+    rule_problem,
     task_reference_problem,
 )
 from embedpyramid.config.tasks import (
@@ -23,7 +26,9 @@ from embedpyramid.config.tasks import (
     BitextSettings,
     ClassificationSettings,
     ClusteringSettings,
+    MultilabelClassificationSettings,
     PairClassificationSettings,
+    RerankingSettings,
     RetrievalSettings,
     StsSettings,
     Task,
@@ -54,6 +59,8 @@ class DatasetEntry(Strict):
     classification: ClassificationSettings | None = None
     clustering: ClusteringSettings | None = None
     bitext: BitextSettings | None = None
+    reranking: RerankingSettings | None = None
+    multilabel_classification: MultilabelClassificationSettings | None = None
     retrieval: RetrievalSettings | None = None
     role: Literal["public", "own"] = "own"
     confirmatory_metric: str | None = None
@@ -74,12 +81,15 @@ class DatasetEntry(Strict):
 
     @field_validator("reference")
     @classmethod
-    def _one_reference_per_model_and_metric(cls, value: list[ReferenceScore]) -> list[ReferenceScore]:
-        seen: set[tuple[str, str]] = set()
+    def _one_reference_per_model_metric_split_and_subset(cls, value: list[ReferenceScore]) -> list[ReferenceScore]:
+        seen: set[tuple[str, str, str, str | None]] = set()
         for reference in value:
-            key = (reference.model, reference.metric)
+            key = (reference.model, reference.metric, reference_split(reference.split), reference.subset)
             if key in seen:
-                raise ValueError(f"two references for model {reference.model!r} and {reference.metric}; keep one")
+                where = "".join(f", {name} {part!r}" for name, part in (("split", key[2]), ("subset", key[3]))
+                                if part and part != "test")
+                raise ValueError(f"two references for model {reference.model!r} and {reference.metric}{where}; "
+                                 "keep one")
             seen.add(key)
         return value
 
@@ -108,12 +118,14 @@ class DatasetEntry(Strict):
         protocol = self.task_settings.protocol if self.task_settings is not None else None
         for index, reference in enumerate(self.reference):
             where = f"reference[{index}] ({reference.model}, {reference.metric})"
+            problem = (rule_problem(self.task, protocol, reference.tolerance, reference.spread_multiple)
+                       or self._subset_problem(reference.subset))
+            if problem is not None:
+                raise ValueError(f"{where}: {problem}")
             if self.task == "retrieval":
                 if reference.metric in (*CORRELATION_METRICS, *TASK_METRICS):
                     raise ValueError(f"{where}: {reference.metric} is not a retrieval measure; a retrieval dataset "
                                      "checks retrieval measures (nDCG@10, Recall@k, MRR@k, …)")
-                if reference.subset is not None:
-                    raise ValueError(f"{where}: subset applies to bitext scores, not to retrieval")
                 split = getattr(self, "split", None)
                 if reference.split is not None and split is not None and reference.split != split:
                     raise ValueError(f"{where}: published on split {reference.split!r} but the dataset reads split "
@@ -121,10 +133,14 @@ class DatasetEntry(Strict):
                 continue
             assert protocol is not None
             problem = task_reference_problem(self.task, protocol, reference.metric, reference.protocol, reference.split)
-            if problem is None and reference.subset is not None and self.task != "bitext":
-                problem = f"subset applies to bitext scores (a language pair), not to {self.task}"
             if problem is not None:
                 raise ValueError(f"{where}: {problem}")
+        if self.mteb_results is not None:
+            problem = (rule_problem(self.task, "mteb" if self.task != "retrieval" else None,
+                                    self.mteb_results.tolerance, self.mteb_results.spread_multiple)
+                       or self._subset_problem(None if self.mteb_results.subset == "default" else self.mteb_results.subset))
+            if problem is not None:
+                raise ValueError(f"mteb_results: {problem}")
         if self.mteb_results is not None and self.task != "retrieval":
             assert protocol is not None
             for metric in self.mteb_results.metrics or []:
@@ -134,6 +150,36 @@ class DatasetEntry(Strict):
             if protocol != "mteb":
                 raise ValueError(f"mteb_results: MTEB scores follow MTEB's protocol but the dataset is evaluated under "
                                  f"{protocol!r}; set {self.task}.protocol: mteb on the dataset")
+        checked = bool(self.reference) or self.mteb_results is not None
+        if checked and reproduction_rule(self.task, protocol) == "noise" and not self._noise_runs():
+            noise = (f"{self.task}.seeds needs at least two seeds" if protocol == "project" else
+                     f"set {self.task}.mteb.noise_seeds to 1 or more")
+            raise ValueError(f"a published {self.task} score is judged against the spread of the protocol over its "
+                             f"seeds, and this entry measures none: {noise}")
+
+    def _subset_problem(self, subset: str | None) -> str | None:
+        """Why a published score of ``subset`` cannot be checked on this entry: only a bitext
+        dataset holds several subsets (its language pairs); any other family reads one, so the
+        score's subset must be the one an MTEB entry reads (when it names one)."""
+        if subset is None or self.task == "bitext":
+            return None
+        if not isinstance(self, MtebDataset):
+            return (f"subset {subset!r}: this entry has no subsets (a bitext language pair, or the subset an MTEB "
+                    "entry reads); remove subset")
+        if self.subset is not None and self.subset != subset:
+            return (f"published for subset {subset!r} but the entry reads subset {self.subset!r}; add an entry for "
+                    f"subset {subset!r} and give the score there")
+        return None
+
+    def _noise_runs(self) -> bool:
+        """Whether a stochastic protocol measures its spread: two seeds or more (project), one noise
+        seed or more (mteb)."""
+        settings = self.task_settings
+        if settings is None:
+            return False
+        if settings.protocol == "project":
+            return len(getattr(settings, "seeds", [])) >= 2
+        return getattr(getattr(settings, "mteb", None), "noise_seeds", 0) >= 1
 
     @property
     def retrieval_protocol(self) -> str:
@@ -259,23 +305,36 @@ MTEB_COLUMNS: dict[str, tuple[str, ...]] = {
     "classification": ("text", "label"),
     "clustering": ("sentences", "labels"),
     "bitext": ("sentence1", "sentence2"),
+    "multilabel_classification": ("text", "label"),
+    "retrieval": (),
+    "reranking": (),
 }
-"""The columns MTEB's ``AbsTask*`` classes read from a task's data, per family (mteb 2.26)."""
+"""The columns MTEB's ``AbsTask*`` classes read from a task's data, per family (mteb 2.26);
+retrieval and reranking data has MTEB's retrieval layout instead (corpus, queries, qrels and
+top_ranked subsets: :mod:`embedpyramid.data.mteb_retrieval`)."""
 
 
 class MtebDataset(DatasetEntry):
-    """An MTEB task's data on disk (a ``save_to_disk`` folder, a hub snapshot, or
-    ``<split>.parquet`` / ``.jsonl(.gz)`` files; :mod:`embedpyramid.data.mteb_files`), read
-    offline. ``subset`` picks the HF subset (config) when there are several (bitext: default every
-    subset, each a language pair); ``split`` is the evaluated split (default ``test``);
-    ``dev_split`` the split pair classification chooses its threshold on (the project protocol
-    needs one; it is the family's ``dev``, ``split`` its ``test``). Classification reads
-    ``classification.mteb.train_split`` (when present) and ``eval_split`` instead of ``split``.
-    ``columns`` maps an expected column (:data:`MTEB_COLUMNS`) to the file's name for it."""
+    """An MTEB task's data (:mod:`embedpyramid.data.mteb_files`): on disk under ``path`` (a
+    ``save_to_disk`` folder, a hub snapshot, or ``<split>.parquet`` / ``.jsonl(.gz)`` files), or
+    on the Hugging Face hub as the dataset ``hub`` at ``revision`` (a branch, a tag or a commit;
+    default ``main``): online it is resolved to its commit, downloaded into the Hugging Face cache
+    and the commit recorded in the frozen dataset's manifest; offline (``HF_HUB_OFFLINE=1``) it is
+    read from the cache. ``subset`` picks the HF subset (config) when there are several (bitext:
+    default every subset, each a language pair); ``split`` is the evaluated split (default
+    ``test``); ``dev_split`` the split pair classification chooses its threshold on (the project
+    protocol needs one; it is the family's ``dev``, ``split`` its ``test``). Classification reads
+    ``classification.mteb.train_split`` (when present) and ``eval_split`` instead of ``split``
+    (multi-label classification: ``multilabel_classification.mteb``'s). ``columns`` maps an expected
+    column (:data:`MTEB_COLUMNS`) to the file's name for it. Retrieval and reranking read MTEB's
+    retrieval layout (``retrieval`` settings hold its ``skip_first_result``)."""
 
     loader: Literal["mteb"]
-    task: Literal["sts", "pair_classification", "classification", "clustering", "bitext"]
-    path: str
+    task: Literal["retrieval", "sts", "pair_classification", "classification", "clustering", "bitext", "reranking",
+                  "multilabel_classification"]
+    path: str | None = None
+    hub: str | None = None
+    revision: str | None = None
     subset: str | None = None
     split: str | None = None
     dev_split: str | None = None
@@ -283,14 +342,25 @@ class MtebDataset(DatasetEntry):
 
     @model_validator(mode="after")
     def _options_fit_task(self) -> MtebDataset:
+        if (self.path is None) == (self.hub is None):
+            raise ValueError("give the MTEB task's data as path: (a folder or file on disk) or hub: (a dataset id on "
+                             "the Hugging Face hub, with revision:), one of the two")
+        if self.revision is not None and self.hub is None:
+            raise ValueError("revision applies to a hub dataset: set hub: <org>/<name>, or remove revision")
+        if self.hub is not None:
+            from embedpyramid.config.models import HUB_ID
+
+            if not HUB_ID.fullmatch(self.hub):
+                raise ValueError(f"hub {self.hub!r} is not a dataset id: write it as 'org/name' (or 'name')")
         unknown = sorted(set(self.columns) - set(MTEB_COLUMNS[self.task]))
         if unknown:
             raise ValueError(f"columns: {unknown} are not columns of MTEB {self.task} data; "
-                             f"rename among {', '.join(MTEB_COLUMNS[self.task])}")
+                             + (f"rename among {', '.join(MTEB_COLUMNS[self.task])}" if MTEB_COLUMNS[self.task] else
+                                "its corpus, queries and qrels columns are MTEB's retrieval layout's"))
         if self.dev_split is not None and self.task != "pair_classification":
             raise ValueError(f"dev_split applies to pair classification, not to task {self.task!r}")
-        if self.split is not None and self.task == "classification":
-            raise ValueError("classification reads the splits of classification.mteb (train_split, eval_split); "
+        if self.split is not None and self.task in ("classification", "multilabel_classification"):
+            raise ValueError(f"{self.task} reads the splits of {self.task}.mteb (train_split, eval_split); "
                              "set those instead of split")
         settings = self.task_settings
         if (self.task == "pair_classification" and self.dev_split is None and settings is not None
@@ -343,7 +413,7 @@ def load_datasets(directory: Path) -> dict[str, AnyDataset]:
                 f"{path}: datasets.{name}.mteb_results.path: folder {resolve_path(directory, spec.mteb_results.path)} "
                 "does not exist; point it at a folder in the embeddings-benchmark/results layout"
             )
-        if isinstance(spec, MtebDataset) and not resolve_path(directory, spec.path).exists():
+        if isinstance(spec, MtebDataset) and spec.path is not None and not resolve_path(directory, spec.path).exists():
             raise ConfigError(
                 f"{path}: datasets.{name}.path: {resolve_path(directory, spec.path)} does not exist; point it at an "
                 "MTEB task's data (a save_to_disk folder, a hub snapshot, or <split>.parquet / .jsonl(.gz) files)"

@@ -92,7 +92,8 @@ class Protocol(Strict):
         {protocol: mteb}`` (with the dataset's drop_self_hits either way)."""
         if dataset.retrieval is not None and dataset.retrieval.protocol == "mteb":
             return MetricConventions.mteb(drop_self_hits=dataset.drop_self_hits, top_k=dataset.retrieval.top_k,
-                                          mteb_version=MTEB_VERSION)
+                                          mteb_version=MTEB_VERSION,
+                                          skip_first_result=dataset.retrieval.skip_first_result)
         return MetricConventions(
             gain=self.gain,
             relevance_threshold=self.relevance_threshold,

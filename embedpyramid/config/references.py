@@ -15,13 +15,15 @@ from pydantic import Field, field_validator
 
 from embedpyramid.config.base import Strict
 from embedpyramid.config.measures import parse_measure
+from embedpyramid.config.tasks import MTEB_K_VALUES, reranking_mteb_measures
 
 CORRELATION_METRICS: tuple[str, ...] = ("Spearman", "Pearson")
 """Dataset-level measures that are not retrieval measures: the STS correlations of model
 similarity with human scores (Spearman's ρ, Pearson's r)."""
 
 
-TASK_METRICS: tuple[str, ...] = ("Accuracy", "F1", "AP", "MaxAP", "MaxF1", "MaxAccuracy", "V-measure", "AMI", "ARI")
+TASK_METRICS: tuple[str, ...] = ("Accuracy", "F1", "AP", "MaxAP", "MaxF1", "MaxAccuracy", "V-measure", "AMI", "ARI",
+                                  "LRAP", "Hamming")
 """Whole-set statistics of the L2 task families that a published score can name (see
 :data:`TASK_REFERENCE_METRICS` for which family and protocol computes each)."""
 
@@ -37,13 +39,51 @@ TASK_REFERENCE_METRICS: dict[tuple[str, str], dict[str, tuple[str, str]]] = {
                                 "ARI": ("kmeans", "ari")},
     ("bitext", "mteb"): {"F1": ("nearest", "f1"), "Accuracy": ("nearest", "accuracy")},
     ("bitext", "project"): {"F1": ("nearest", "f1"), "Accuracy": ("nearest", "accuracy")},
+    ("reranking", "mteb"): {measure: ("", measure) for measure in reranking_mteb_measures(MTEB_K_VALUES)},
+    ("multilabel_classification", "mteb"): {"Accuracy": ("knn", "accuracy"), "F1": ("knn", "f1"),
+                                            "LRAP": ("knn", "lrap"), "Hamming": ("knn", "hamming")},
 }
 """(task family, protocol) → published measure → the (system, metric) of the family's summary
 that is the whole-set statistic it is checked against (system ``""``: the family's one system,
 named by the card's similarity). STS Spearman; pair-classification max AP (MTEB) or AP at the dev
 threshold (project); classification accuracy (MTEB's logistic regression; the project protocol's
 kNN/probe numbers are not published anywhere and are refused); clustering V-measure; bitext F1
-(weighted under MTEB, macro under the project protocol)."""
+(weighted under MTEB, macro under the project protocol); reranking any measure MTEB reports (MAP@1000 its
+main score; the project protocol's conventions are its own, published nowhere); multi-label
+classification MTEB's subset accuracy, macro F1, LRAP and Hamming score."""
+
+STOCHASTIC_PROTOCOLS: frozenset[tuple[str, str]] = frozenset({
+    ("classification", "mteb"), ("clustering", "mteb"), ("clustering", "project"),
+    ("multilabel_classification", "mteb"),
+})
+"""(task family, protocol) pairs whose number depends on random draws: MTEB's classification
+training samples, k-means starts and clustering draws, the multi-label training samples. A
+published score of one is judged against the spread its seeds alone produce
+(``spread_multiple``); every other family's protocol is deterministic and keeps a fixed
+``tolerance``."""
+
+
+def reproduction_rule(task: str, protocol: str | None) -> str:
+    """``noise`` for a stochastic (family, protocol) (:data:`STOCHASTIC_PROTOCOLS`), ``tolerance``
+    otherwise (retrieval: ``task`` = ``retrieval``)."""
+    return "noise" if (task, protocol) in STOCHASTIC_PROTOCOLS else "tolerance"
+
+
+def rule_problem(task: str, protocol: str | None, tolerance: float | None, spread_multiple: float | None) -> str | None:
+    """Why a published score's pass rule does not fit its family, or None: a stochastic protocol
+    states ``spread_multiple`` (a tolerance would be a guess at its noise), a deterministic one
+    ``tolerance``."""
+    if reproduction_rule(task, protocol) == "noise":
+        if spread_multiple is None or tolerance is not None:
+            return (f"{task} under protocol {protocol!r} draws at random, so a published score passes within "
+                    "spread_multiple × the spread its noise seeds measure: set spread_multiple (e.g. 2)"
+                    + (" instead of tolerance" if tolerance is not None else ""))
+        return None
+    if tolerance is None or spread_multiple is not None:
+        return (f"{task}" + (f" under protocol {protocol!r}" if protocol else "") + " is deterministic, so a "
+                "published score passes within a fixed tolerance: set tolerance (e.g. 0.0005)"
+                + (" instead of spread_multiple" if spread_multiple is not None else ""))
+    return None
 
 FIXED_SPLITS: dict[tuple[str, str], tuple[str, ...]] = {
     ("clustering", "mteb"): ("all", "test"),
@@ -53,6 +93,13 @@ FIXED_SPLITS: dict[tuple[str, str], tuple[str, ...]] = {
 """Splits a family's summary can hold whatever the data: a clustering is scored on every item
 (its one split, ``all``, is the published ``test``), MTEB classification on its eval split or,
 without one, by cross-validation (``cv``)."""
+
+
+def reference_split(split: str | None) -> str:
+    """The split a published score names, for telling two scores apart: no split means the
+    dataset's evaluated split, ``test`` unless it says otherwise (a clustering's ``all`` is MTEB's
+    ``test``)."""
+    return "test" if split in (None, "all") else split
 
 
 def task_reference_problem(task: str, protocol: str, metric: str, reference_protocol: str | None,
@@ -99,13 +146,17 @@ class ReferenceScore(Strict):
 
     On a task dataset, ``protocol`` names the protocol the number was published under (an MTEB
     score: ``mteb``; default: the dataset's own), ``split`` the split it was measured on (default:
-    the family's one split, else ``test``) and ``subset`` the language pair of a bitext score
-    (default: the only one). A reference the dataset cannot check is refused when the config loads."""
+    the family's one split, else ``test``) and ``subset`` the subset it was published for: a bitext
+    language pair (default: the only one), or the subset the dataset reads (a multilingual STS or
+    classification task). A deterministic protocol's score passes within ``tolerance``; a
+    stochastic one's (:data:`STOCHASTIC_PROTOCOLS`) within ``spread_multiple`` times the spread its
+    noise seeds measure. A reference the dataset cannot check is refused when the config loads."""
 
     model: str = Field(min_length=1)
     metric: str
     value: float
-    tolerance: float = Field(ge=0)
+    tolerance: float | None = Field(None, ge=0)
+    spread_multiple: float | None = Field(None, gt=0)
     source: str = Field(min_length=1)
     protocol: Literal["project", "mteb"] | None = None
     split: str | None = None
@@ -131,7 +182,8 @@ class MtebResultsImport(Strict):
     ``models`` maps card names to MTEB model names (``sentence-transformers/all-MiniLM-L6-v2``),
     optionally pinned to a revision folder with ``@<revision>`` (needed when the folder holds
     several). ``metrics`` lists the project measures to import; by default only the task's main
-    score. Every imported score gets ``tolerance``.
+    score. Every imported score gets ``tolerance`` (a deterministic family) or ``spread_multiple``
+    (a stochastic one), as :class:`ReferenceScore`.
     """
 
     path: str
@@ -140,7 +192,8 @@ class MtebResultsImport(Strict):
     subset: str = "default"
     models: dict[str, str] = Field(min_length=1)
     metrics: list[str] | None = None
-    tolerance: float = Field(ge=0)
+    tolerance: float | None = Field(None, ge=0)
+    spread_multiple: float | None = Field(None, gt=0)
 
     @field_validator("metrics")
     @classmethod

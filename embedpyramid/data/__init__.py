@@ -2,8 +2,9 @@
 
 One module per source format (``chatterbot``, ``beir``, ``squad``; for the other L2 task
 families ``question_pairs`` (chatterbot pairs), ``gensim_data`` (Lee STS, mini newsgroups),
-``sts_files`` (STS Benchmark csv, plain tsv/jsonl), ``django_bitext`` and ``mteb_files`` (any
-family's MTEB task data as kept on disk: save_to_disk folders, hub snapshots, Parquet/JSONL)); ``gold_answers``
+``sts_files`` (STS Benchmark csv, plain tsv/jsonl), ``django_bitext``, ``mteb_files`` (any
+family's MTEB task data, on disk — save_to_disk folders, hub snapshots, Parquet/JSONL — or on the
+hub) and ``mteb_retrieval`` (MTEB's retrieval layout: retrieval and reranking tasks)); ``gold_answers``
 derives the L6 reference answers; ``frozen`` holds the normalized tables, their manifest and the
 data version; ``load`` dispatches a configured dataset to its loader.
 """
@@ -46,7 +47,7 @@ from embedpyramid.data.frozen import (
 )
 from embedpyramid.data.gensim_data import load_lee, load_mini_newsgroups
 from embedpyramid.data.gold_answers import dataset_gold_answers, gold_answers_from_relevant_documents
-from embedpyramid.data.load import load_configured_dataset, load_task_dataset, source_files
+from embedpyramid.data.load import load_configured_dataset, load_task_dataset, mteb_hub_identity, source_files
 from embedpyramid.data.mteb_files import find_layout, load_mteb_task
 from embedpyramid.data.question_pairs import load_chatterbot_pairs
 from embedpyramid.data.squad import load_squad
@@ -87,6 +88,7 @@ __all__ = [
     "load_mini_newsgroups",
     "load_sts_file",
     "load_task_dataset",
+    "mteb_hub_identity",
     "open_frozen",
     "read_conversations",
     "select_query_columns",

@@ -210,8 +210,8 @@ PAIRS_SCHEMA = pa.schema([
     ("gold", pa.float64()), ("split", pa.string()),
 ])
 TASK_TABLES = ("texts", "pairs")
-PAIR_TASKS = ("sts", "pair_classification", "bitext")
-LABEL_TASKS = ("classification", "clustering")
+PAIR_TASKS = ("sts", "pair_classification", "bitext", "reranking")
+LABEL_TASKS = ("classification", "clustering", "multilabel_classification")
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ An MTEB task's data is a Hugging Face dataset: one *subset* (HF config: ``defaul
   ``[data/]<subset>/<split>/<any>.<ext>`` (the parquet converter), ``<ext>`` one of
   ``parquet``, ``jsonl``, ``jsonl.gz`` (JSON Lines through ``pyarrow.json``).
 
-:func:`find_layout` finds the layout; :func:`read_split` reads one split's files. What the rows
-mean to a task family is :mod:`embedpyramid.data.mteb_files`'.
+:func:`find_layout` finds the layout; :func:`read_split` reads one split's files (a hub card may
+also name ``.tsv`` files with a header row, as the qrels of MTEB's older retrieval datasets). What
+the rows mean to a task family is :mod:`embedpyramid.data.mteb_files`' (retrieval and reranking:
+:mod:`embedpyramid.data.mteb_retrieval`').
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 import yaml
@@ -235,6 +238,8 @@ def read_split(files: Iterable[Path]) -> pa.Table:
                     tables.append(pa.ipc.open_stream(source).read_all())
             elif path.name.endswith(".parquet"):
                 tables.append(pq.read_table(path))
+            elif path.name.endswith(".tsv"):
+                tables.append(pa_csv.read_csv(path, parse_options=pa_csv.ParseOptions(delimiter="\t")))
             else:
                 tables.append(pa_json.read_json(path))
         except (pa.ArrowInvalid, OSError) as error:

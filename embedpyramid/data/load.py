@@ -26,10 +26,13 @@ from embedpyramid.data.chatterbot import chatterbot_directory, load_chatterbot, 
 from embedpyramid.data.django_bitext import load_django_bitext
 from embedpyramid.data.frozen import DataError, RawDataset, TaskTables
 from embedpyramid.data.gensim_data import load_lee, load_mini_newsgroups
-from embedpyramid.data.mteb_files import load_mteb_task
+from embedpyramid.data.hub_layout import find_layout
+from embedpyramid.data.mteb_files import hub_commit, load_mteb_task, mteb_source
+from embedpyramid.data.mteb_retrieval import load_mteb_retrieval
 from embedpyramid.data.question_pairs import load_chatterbot_pairs
 from embedpyramid.data.squad import load_squad
 from embedpyramid.data.sts_files import load_sts_file
+from embedpyramid.hub import DEFAULT_REVISION
 
 
 def load_configured_dataset(config: ProjectConfig, name: str) -> RawDataset:
@@ -46,6 +49,10 @@ def load_configured_dataset(config: ProjectConfig, name: str) -> RawDataset:
     elif isinstance(spec, SquadDataset):
         path = resolve_path(config.directory, spec.path)
         raw, judgements = load_squad(path, spec), str(path)
+    elif isinstance(spec, MtebDataset):
+        folder, origin = mteb_source(config.directory, spec, f"{config.directory / 'datasets.yaml'}: datasets.{name}")
+        raw = load_mteb_retrieval(find_layout(folder), spec, origin)
+        judgements = f"{folder}: {raw.source['configs']['qrels']}"
     else:
         raise DataError(
             f"dataset {name!r} is published scores only (loader: published): there are no tables to freeze; "
@@ -82,10 +89,12 @@ def load_task_dataset(config: ProjectConfig, name: str) -> TaskTables:
     elif isinstance(spec, DjangoBitextDataset):
         tables = load_django_bitext(spec)
     elif isinstance(spec, MtebDataset):
-        tables = load_mteb_task(resolve_path(config.directory, spec.path), spec)
+        folder, origin = mteb_source(config.directory, spec, f"{config.directory / 'datasets.yaml'}: datasets.{name}")
+        tables = load_mteb_task(folder, spec, origin)
     else:
         raise DataError(f"datasets.yaml: dataset {name!r} (loader {spec.loader!r}) has no task loader")
-    items = tables.pairs if tables.pairs is not None else tables.texts
+    # A reranking dataset's items are its queries, whose slice columns ride on their texts.
+    items = tables.pairs if tables.pairs is not None and spec.task != "reranking" else tables.texts
     wanted = [*spec.slices, *([spec.group_column] if spec.group_column else [])]
     missing = [column for column in wanted if column not in items.column_names]
     if missing:
@@ -114,8 +123,9 @@ def _check_task_settings(spec: AnyDataset, tables: TaskTables, where: str) -> No
 
 def source_files(config: ProjectConfig, name: str) -> list[Path]:
     """The files retrieval dataset ``name`` is read from (those that exist): its installed
-    chatterbot-corpus language folder, a BEIR folder's corpus, queries and qrels of the split, or
-    a SQuAD file; none for published scores."""
+    chatterbot-corpus language folder, a BEIR folder's corpus, queries and qrels of the split, a
+    SQuAD file, or every file under an MTEB entry's path; none for published scores or an MTEB
+    entry on the hub (its commit stands for its files: :func:`mteb_hub_identity`)."""
     spec = config.dataset(name)
     if isinstance(spec, ChatterbotDataset):
         return sorted(chatterbot_directory(spec.language).glob("*.yml"))
@@ -124,6 +134,22 @@ def source_files(config: ProjectConfig, name: str) -> list[Path]:
         candidates = [folder / "corpus.jsonl", folder / "queries.jsonl", qrels_path(folder, spec)]
     elif isinstance(spec, SquadDataset):
         candidates = [resolve_path(config.directory, spec.path)]
+    elif isinstance(spec, MtebDataset) and spec.path is not None:
+        source = resolve_path(config.directory, spec.path)
+        candidates = sorted(path for path in source.rglob("*")) if source.is_dir() else [source]
     else:
         candidates = []
     return [path for path in candidates if path.is_file()]
+
+
+def mteb_hub_identity(config: ProjectConfig, spec: MtebDataset, name: str) -> dict[str, str] | None:
+    """``{"hub", "revision", "commit"}`` of an MTEB entry on the hub (the commit its revision
+    names now, or why it cannot be resolved), None for one on disk: what its config facet
+    records, so a branch that moves makes the dataset stale."""
+    if spec.hub is None:
+        return None
+    try:
+        commit = hub_commit(spec, f"{config.directory / 'datasets.yaml'}: datasets.{name}")
+    except DataError as error:
+        commit = f"unresolved: {error}"
+    return {"hub": spec.hub, "revision": spec.revision or DEFAULT_REVISION, "commit": commit}

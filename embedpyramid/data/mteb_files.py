@@ -7,10 +7,16 @@ texts and pairs.
 The columns are the ones MTEB's ``AbsTask*`` classes read (mteb 2.26): STS ``sentence1,
 sentence2, score``; pair classification ``sentence1, sentence2, labels`` (MTEB v1's one row of
 lists is flattened, as ``AbsTaskPairClassification`` does); classification ``text, label``;
-clustering ``sentences, labels`` (v2: a row per item; v1: rows of lists are concatenated with
-each sentence's first occurrence kept, as mteb's ``_convert_to_fast``, without its 100,000-item
-downsampling); bitext ``sentence1, sentence2``, each subset a language pair. ``columns:`` renames
-them for tasks whose files name them otherwise (MTEB renames those in ``dataset_transform``).
+multi-label classification ``text, label`` (a list of labels per text, kept as a JSON list);
+clustering ``sentences, labels`` (v2: a row per item; v1: rows of sets, whose items are the MTEB task
+version's — :func:`clustering_items`); bitext ``sentence1, sentence2``, each subset a language pair.
+``columns:`` renames them for tasks whose files name them otherwise (MTEB renames those in
+``dataset_transform``). Retrieval and reranking data has MTEB's retrieval layout
+(:mod:`embedpyramid.data.mteb_retrieval`).
+
+The data is on disk, or on the Hugging Face hub (``hub:`` and ``revision:``): :func:`mteb_source`
+resolves the revision to its commit and downloads the snapshot into the Hugging Face cache
+(offline: reads the cache), and the frozen dataset's manifest records the commit.
 
 Ids keep MTEB's row order (its protocols depend on it): pairs and label-task texts are
 ``<split or subset>/<row>``, zero-padded; the texts of pair tasks are content hashes, so a
@@ -19,44 +25,79 @@ sentence used by several pairs is encoded once (MTEB encodes it once per row; th
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from embedpyramid.config.base import resolve_path
 from embedpyramid.config.datasets import MTEB_COLUMNS, MtebDataset
-from embedpyramid.config.tasks import ClassificationSettings
+from embedpyramid.config.tasks import ClassificationSettings, ClusteringSettings, MultilabelClassificationSettings
 from embedpyramid.data.frozen import PAIRS_SCHEMA, DataError, TaskTables, task_tables
 from embedpyramid.data.hub_layout import MtebLayout, find_layout, read_split
+from embedpyramid.hub import DEFAULT_REVISION, HubError, download, resolve_commit
 
 _PRODUCED = frozenset({"pair_id", "text_id", "text_id_1", "text_id_2", "text", "gold", "split", "label",
                        "language_pair"})
 """Columns the loader writes itself: a slice of that name is the loader's column, not the file's."""
 
 
-def load_mteb_task(path: Path, spec: MtebDataset) -> TaskTables:
-    """The frozen task tables of an MTEB task's data under ``path``, for ``spec.task``."""
+def hub_commit(spec: MtebDataset, where: str) -> str:
+    """The commit the hub dataset of an MTEB entry names now (online: asked of the hub; offline:
+    the cache's ref); a :class:`DataError` naming ``where`` when it cannot be resolved."""
+    assert spec.hub is not None
+    try:
+        return resolve_commit(spec.hub, spec.revision, repo_type="dataset", where=where)
+    except HubError as error:
+        raise DataError(str(error)) from None
+
+
+def mteb_source(directory: Path, spec: MtebDataset, where: str) -> tuple[Path, dict[str, Any]]:
+    """Where an MTEB entry's data is and how it was found: its ``path`` (resolved against the
+    config folder), or its hub dataset's snapshot in the Hugging Face cache, downloaded first when
+    online, with ``{"hub", "revision", "commit"}`` for the manifest."""
+    if spec.path is not None:
+        return resolve_path(directory, spec.path), {}
+    assert spec.hub is not None
+    commit = hub_commit(spec, where)
+    try:
+        folder = download(spec.hub, commit, repo_type="dataset", where=where)
+    except HubError as error:
+        raise DataError(str(error)) from None
+    return folder, {"hub": spec.hub, "revision": spec.revision or DEFAULT_REVISION, "commit": commit}
+
+
+def load_mteb_task(path: Path, spec: MtebDataset, origin: dict[str, Any] | None = None) -> TaskTables:
+    """The frozen task tables of an MTEB task's data under ``path``, for ``spec.task``; ``origin``
+    (the hub dataset and commit it came from, :func:`mteb_source`) goes into the source."""
     layout = find_layout(path)
     task = spec.task
+    if task == "reranking":
+        from embedpyramid.data.mteb_retrieval import load_mteb_reranking
+
+        return load_mteb_reranking(layout, spec, origin or {})
     if task == "bitext":
         subsets = [spec.subset] if spec.subset is not None else sorted(layout.subsets)
     else:
-        subsets = [_one_subset(layout, spec.subset)]
+        subsets = [one_subset(layout, spec.subset)]
     for subset in subsets:
         if subset not in layout.subsets:
             raise DataError(f"{layout.root}: no subset {subset!r}; subsets found ({layout.kind}): "
                             f"{', '.join(sorted(layout.subsets))} — set subset: to one of them")
-    reader = _TaskReader(layout, spec)
+    reader = _TaskReader(layout, spec, origin or {})
     if task == "bitext":
         return reader.bitext(subsets)
-    if task in ("classification", "clustering"):
+    if task in ("classification", "clustering", "multilabel_classification"):
         return reader.labelled(subsets[0])
     return reader.pairs(subsets[0])
 
 
-def _one_subset(layout: MtebLayout, wanted: str | None) -> str:
+def one_subset(layout: MtebLayout, wanted: str | None) -> str:
     if wanted is not None:
         return wanted
     if len(layout.subsets) == 1:
@@ -68,8 +109,8 @@ def _one_subset(layout: MtebLayout, wanted: str | None) -> str:
 class _TaskReader:
     """Maps the splits of one layout to a family's texts and pairs."""
 
-    def __init__(self, layout: MtebLayout, spec: MtebDataset) -> None:
-        self.layout, self.spec = layout, spec
+    def __init__(self, layout: MtebLayout, spec: MtebDataset, origin: dict[str, Any]) -> None:
+        self.layout, self.spec, self.origin = layout, spec, origin
         self.where = str(layout.root)
 
     def table(self, subset: str, split: str, role: str) -> tuple[pa.Table, str]:
@@ -99,7 +140,7 @@ class _TaskReader:
         return [c for c in dict.fromkeys(wanted) if c not in _PRODUCED]
 
     def source(self, **extra: Any) -> dict[str, Any]:
-        return {"loader": "mteb", "path": str(self.layout.root), "layout": self.layout.kind,
+        return {"loader": "mteb", **self.origin, "path": str(self.layout.root), "layout": self.layout.kind,
                 "columns": {name: self.column(name) for name in MTEB_COLUMNS[self.spec.task]}, **extra}
 
     def pairs(self, subset: str) -> TaskTables:
@@ -143,39 +184,41 @@ class _TaskReader:
                            self.where)
 
     def labelled(self, subset: str) -> TaskTables:
-        """Classification (the MTEB train and eval splits) and clustering (the eval split): a text per item."""
+        """Classification and multi-label classification (the MTEB train and eval splits) and
+        clustering (the eval split, its items as the task version keeps them): a text per item."""
         task = self.spec.task
         settings = self.spec.task_settings
-        if task == "classification":
-            assert isinstance(settings, ClassificationSettings)
+        if task in ("classification", "multilabel_classification"):
+            assert isinstance(settings, ClassificationSettings | MultilabelClassificationSettings)
             available = self.layout.subsets[subset]
             wanted = [settings.mteb.eval_split]
             if settings.mteb.train_split in available:
                 wanted.insert(0, settings.mteb.train_split)
-            role = "classification.mteb.eval_split"
+            role = f"{task}.mteb.eval_split"
         else:
             wanted, role = [self.spec.split or "test"], "split"
         text_column, label_column = (self.column(c) for c in MTEB_COLUMNS[task])
         columns: dict[str, list[Any]] = {name: [] for name in ("text_id", "text", "label", *self.slice_columns())}
-        if task == "classification":
+        if task != "clustering":
             columns["split"] = []
-        sets = 0
+        extra: dict[str, Any] = {"splits": wanted}
         for split in wanted:
             table, where = self.table(subset, split, role)
-            if task == "clustering" and pa.types.is_list(table.schema.field(text_column).type):
-                sets += table.num_rows
-                table = _clustering_v1(table, text_column, label_column, self.slice_columns(), where)
+            if task == "clustering":
+                assert isinstance(settings, ClusteringSettings)
+                table, extra["items"] = clustering_items(table, text_column, label_column, self.slice_columns(),
+                                                         settings, where)
             sentences = _strings(table, text_column, where)
-            labels = _labels(table, label_column, where, clustering=task == "clustering")
+            labels = (_label_lists(table, label_column, where) if task == "multilabel_classification" else
+                      _labels(table, label_column, where, clustering=task == "clustering"))
             width = _width(table.num_rows)
             columns["text_id"] += [f"{split}/{row:0{width}d}" for row in range(table.num_rows)]
             columns["text"] += sentences
             columns["label"] += labels
-            if task == "classification":
+            if task != "clustering":
                 columns["split"] += [split] * table.num_rows
             for name in self.slice_columns():
                 columns[name] += _labels(table, name, where)
-        extra = {"splits": wanted, **({"v1_sets_concatenated": sets} if sets else {})}
         return task_tables(task, pa.table(columns), None, self.source(subset=subset, **extra), self.where)
 
     def bitext(self, subsets: list[str]) -> TaskTables:
@@ -271,22 +314,142 @@ def _flatten_v1(table: pa.Table, columns: list[str], where: str) -> pa.Table:
     return pa.table({column: row[column] for column in columns})
 
 
-def _clustering_v1(table: pa.Table, text_column: str, label_column: str, extra: list[str], where: str) -> pa.Table:
-    """MTEB v1 clustering rows (each a set of sentences with their labels) concatenated, each
-    sentence's first occurrence kept (mteb's ``_convert_to_fast``)."""
+def _label_lists(table: pa.Table, column: str, where: str) -> list[str]:
+    """Multi-label classification labels: each row's list of labels as a JSON list (order and
+    repeats kept, as MTEB reads them)."""
+    found = []
+    for row, value in enumerate(table.column(column).to_pylist()):
+        if not isinstance(value, list) or any(label is None or isinstance(label, list | dict) for label in value):
+            raise DataError(f"{where}: row {row}: column {column!r} holds {value!r:.60}, not a list of labels; "
+                            "multi-label classification data has a list of labels per text")
+        found.append(json.dumps(value))
+    return found
+
+
+def clustering_items(table: pa.Table, text_column: str, label_column: str, extra: list[str],
+                     settings: ClusteringSettings, where: str) -> tuple[pa.Table, dict[str, Any]]:
+    """The items an MTEB clustering task version evaluates, from its eval split's rows, and what
+    was done (for the manifest), in the order of ``clustering.mteb`` (mteb 2.26's
+    ``dataset_transform`` of each task):
+
+    1. rows of sets (MTEB v1 data: a list of sentences and their labels per row) become items by
+       ``sets``: ``flatten`` concatenates them keeping every sentence (``itertools.chain``);
+       ``deduplicate`` keeps each sentence's first occurrence and then, above
+       ``deduplicated_max`` items, ``random.Random(subsample_seed).sample`` of that many, in its
+       order (``_convert_to_fast``);
+    2. ``drop_single_item_labels`` removes the item of every label that has one;
+    3. ``stratified_subsample`` keeps that many items by :func:`stratified_subsample`.
+    """
+    mteb = settings.mteb
+    done: dict[str, Any] = {}
+    if pa.types.is_list(table.schema.field(text_column).type):
+        if extra:
+            raise DataError(f"{where}: slice/group columns {extra} cannot be read from MTEB v1 clustering sets")
+        table = _clustering_sets(table, text_column, label_column, mteb.sets, mteb.deduplicated_max,
+                                 mteb.subsample_seed, where, done)
+    labels = _labels(table, label_column, where, clustering=True)
+    if mteb.drop_single_item_labels:
+        counts: dict[str, int] = {}
+        for label in labels:
+            counts[label] = counts.get(label, 0) + 1
+        kept = [row for row, label in enumerate(labels) if counts[label] > 1]
+        done["single_item_labels_dropped"] = sorted(label for label, count in counts.items() if count == 1)
+        table, labels = table.take(kept), [labels[row] for row in kept]
+    if mteb.stratified_subsample is not None and mteb.stratified_subsample < table.num_rows:
+        try:
+            rows = stratified_subsample(labels, mteb.stratified_subsample, mteb.subsample_seed)
+        except ValueError as error:
+            raise DataError(f"{where}: clustering.mteb.stratified_subsample {mteb.stratified_subsample}: {error}") from None
+        table = table.take(rows)
+        done["stratified_subsample"] = {"size": mteb.stratified_subsample, "seed": mteb.subsample_seed,
+                                        "from": len(labels)}
+    return table, done
+
+
+def _clustering_sets(table: pa.Table, text_column: str, label_column: str, sets: str, deduplicated_max: int,
+                     seed: int, where: str, done: dict[str, Any]) -> pa.Table:
+    """MTEB v1 clustering rows (each a set of sentences with their labels) as items: flattened,
+    or deduplicated and capped as ``_convert_to_fast`` does (:func:`clustering_items`)."""
     seen: set[str] = set()
     kept: dict[str, list[Any]] = {text_column: [], label_column: []}
-    if extra:
-        raise DataError(f"{where}: slice/group columns {extra} cannot be read from MTEB v1 clustering sets")
-    for row, record in enumerate(table.select([text_column, label_column]).to_pylist()):
+    records = table.select([text_column, label_column]).to_pylist()
+    for row, record in enumerate(records):
         sentences, labels = record[text_column], record[label_column]
         if not isinstance(labels, list) or len(labels) != len(sentences):
             raise DataError(f"{where}: set {row}: {len(sentences)} sentences but labels {labels!r:.60}; each "
                             "sentence needs its label")
         for sentence, label in zip(sentences, labels, strict=True):
-            if sentence not in seen:
+            if sets == "flatten" or sentence not in seen:
                 seen.add(sentence)
                 kept[text_column].append(sentence)
                 kept[label_column].append(label)
-    return pa.table(kept)
+    items = len(kept[text_column])
+    done.update({"v1_sets": len(records), "sets": sets, "items": items})
+    flattened = pa.table(kept)
+    if sets == "deduplicate":
+        done["duplicates_dropped"] = sum(len(record[text_column]) for record in records) - items
+        if items > deduplicated_max:
+            sample = random.Random(seed).sample(range(items), deduplicated_max)
+            done["deduplicated_sample"] = {"size": deduplicated_max, "seed": seed}
+            return flattened.take(sample)
+    return flattened
+
+
+def stratified_subsample(labels: list[str], n_samples: int, seed: int) -> list[int]:
+    """The rows ``datasets``' ``Dataset.train_test_split(test_size=n_samples, seed=seed,
+    stratify_by_column=label)["test"]`` keeps, in its order, on labels cast to a ``ClassLabel``
+    of their sorted names — MTEB's ``AbsTask.stratified_subsampling`` (mteb 2.26, datasets'
+    ``stratified_shuffle_split_generate_indices``, a port of scikit-learn's
+    ``StratifiedShuffleSplit``): one ``numpy.random.default_rng(seed)`` draws how many items of
+    each class go to the train and the test part (the approximate mode of the multivariate
+    hypergeometric, ties broken at random), then a permutation of each class, then the order of
+    the test part. The classes are ordered by their names as strings (``"10"`` before ``"2"``), as
+    MTEB's cast orders labels that are not a ``ClassLabel`` yet; a ``ClassLabel`` column's own
+    order is not read from the files. Raises ValueError when a label has one item (datasets
+    refuses it) or there are fewer samples than labels."""
+    names = sorted(set(labels))
+    code_of = {name: code for code, name in enumerate(names)}
+    codes = np.array([code_of[label] for label in labels], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    n_test, n_train = n_samples, len(labels) - n_samples
+    class_counts = np.bincount(codes, minlength=len(names))
+    if class_counts.min() < 2:
+        single = [names[i] for i in np.flatnonzero(class_counts < 2)]
+        raise ValueError(f"labels {single[:5]} have a single item, and a stratified sample needs two of every label "
+                         "(MTEB's task drops them first: set clustering.mteb.drop_single_item_labels: true)")
+    if n_train < len(names) or n_test < len(names):
+        raise ValueError(f"{len(names)} labels but a sample of {n_test} (and {n_train} items left): both need at "
+                         "least one item per label")
+    class_indices = np.split(np.argsort(codes, kind="mergesort"), np.cumsum(class_counts)[:-1])
+    train_counts = _approximate_mode(class_counts, n_train, rng)
+    test_counts = _approximate_mode(class_counts - train_counts, n_test, rng)
+    train: list[int] = []
+    test: list[int] = []
+    for i in range(len(names)):
+        permuted = class_indices[i].take(rng.permutation(class_counts[i]), mode="clip")
+        train.extend(permuted[: train_counts[i]])
+        test.extend(permuted[train_counts[i]: train_counts[i] + test_counts[i]])
+    rng.permutation(train)  # datasets shuffles the train part first; the draw moves the generator
+    return [int(row) for row in rng.permutation(test)]
+
+
+def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.Generator) -> np.ndarray:
+    """The approximate mode of the multivariate hypergeometric of ``class_counts`` for
+    ``n_draws`` draws (scikit-learn's ``_approximate_mode``, as ``datasets.utils.stratify`` has it):
+    the floors of the proportional shares, then one more for the largest remainders, ties drawn at
+    random."""
+    continuous = n_draws * class_counts / class_counts.sum()
+    floored = np.floor(continuous)
+    need_to_add = int(n_draws - floored.sum())
+    if need_to_add > 0:
+        remainder = continuous - floored
+        for value in np.sort(np.unique(remainder))[::-1]:
+            (indices,) = np.where(remainder == value)
+            add_now = min(len(indices), need_to_add)
+            indices = rng.choice(indices, size=add_now, replace=False)
+            floored[indices] += 1
+            need_to_add -= add_now
+            if need_to_add == 0:
+                break
+    return floored.astype(np.int64)
 

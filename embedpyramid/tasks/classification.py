@@ -56,6 +56,7 @@ from embedpyramid.tasks.common import (
     comparison_frame,
     paired_predictions,
     per_item_frame,
+    protocol_noise,
     summarize_seeds,
 )
 from embedpyramid.vectors import TextVectors
@@ -327,8 +328,16 @@ def evaluate_mteb_classification(texts: pl.DataFrame, vectors: TextVectors, sett
         "training_sizes": [len(train) for train, _ in experiments], "convergence_warnings": convergence_warnings,
         "per_item_metric": "share of experiments in which the item was classified correctly",
     }
-    return TaskResult("classification", per_item, predictions, summarize_seeds(per_seed, n_evaluated, split),
-                      per_seed, result_settings)
+    summary = summarize_seeds(per_seed, n_evaluated, split)
+    if mteb.noise_seeds:
+        def rerun(seed: int) -> pl.DataFrame:
+            again = settings.model_copy(update={"mteb": mteb.model_copy(update={"seed": seed, "noise_seeds": 0})})
+            return evaluate_mteb_classification(texts, vectors, again, dataset=dataset, model=model,
+                                                similarity=similarity).summary
+
+        result_settings["noise"] = protocol_noise(mteb.seed, summary, rerun, mteb.noise_seeds, system=MTEB_SYSTEM,
+                                                  metrics=("accuracy", "f1"))
+    return TaskResult("classification", per_item, predictions, summary, per_seed, result_settings)
 
 
 def compare_classification(predictions_a: pl.DataFrame, predictions_b: pl.DataFrame, *, n_resamples: int = 10_000,

@@ -45,6 +45,8 @@ from embedpyramid.tasks.common import (
     comparison_frame,
     empty_per_item,
     paired_predictions,
+    protocol_noise,
+    seed_mean_noise,
     summarize_seeds,
 )
 from embedpyramid.vectors import TextVectors
@@ -200,6 +202,7 @@ def evaluate_clustering(texts: pl.DataFrame, vectors: TextVectors, settings: Clu
         "features": "L2-normalized vectors" if similarity == "cosine" else "the vectors as produced (k-means is Euclidean)",
         "algorithm": "sklearn KMeans (lloyd, k-means++ init)",
         "metrics": "sklearn v_measure_score, adjusted_rand_score, adjusted_mutual_info_score (arithmetic)",
+        "noise": seed_mean_noise(per_seed, system=SYSTEM, metrics=METRICS),
     }
     return TaskResult("clustering", empty_per_item(), predictions, summarize_seeds(per_seed, len(item_ids), SPLIT),
                       per_seed, result_settings)
@@ -256,8 +259,16 @@ def evaluate_mteb_clustering(texts: pl.DataFrame, vectors: TextVectors, settings
         "algorithm": "sklearn MiniBatchKMeans per bootstrap draw (MTEB v2)",
         "main_score": {"system": MTEB_SYSTEM, "metric": "v_measure", "mteb_key": "v_measure"},
     }
-    return TaskResult("clustering", empty_per_item(), predictions,
-                      summarize_seeds(per_seed, len(kept_ids), SPLIT), per_seed, result_settings)
+    summary = summarize_seeds(per_seed, len(kept_ids), SPLIT)
+    if mteb.noise_seeds:
+        def rerun(seed: int) -> pl.DataFrame:
+            again = settings.model_copy(update={"mteb": mteb.model_copy(update={"seed": seed, "noise_seeds": 0})})
+            return evaluate_mteb_clustering(texts, vectors, again, dataset=dataset, model=model,
+                                            similarity=similarity).summary
+
+        result_settings["noise"] = protocol_noise(mteb.seed, summary, rerun, mteb.noise_seeds, system=MTEB_SYSTEM,
+                                                  metrics=MTEB_METRICS)
+    return TaskResult("clustering", empty_per_item(), predictions, summary, per_seed, result_settings)
 
 
 def draw_means(v_measure: np.ndarray, ami: np.ndarray) -> np.ndarray:

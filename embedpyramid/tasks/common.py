@@ -24,7 +24,7 @@ Under ``protocol: mteb`` each family follows MTEB's evaluator instead (its modul
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +134,42 @@ def summarize_seeds(per_seed: pl.DataFrame, n_items: int, split: str) -> pl.Data
         .with_columns(pl.lit(split).alias("split"), pl.lit(n_items, pl.Int64).alias("n_items"))
         .select(list(SUMMARY_SCHEMA)).cast(SUMMARY_SCHEMA)
     )
+
+
+def protocol_noise(main_seed: int, main: pl.DataFrame, rerun: Callable[[int], pl.DataFrame], n_extra: int, *,
+                   system: str, metrics: Sequence[str]) -> dict[str, Any]:
+    """How far a stochastic protocol's seeds alone move its whole-set statistics: the protocol run
+    again (``rerun(seed)``, its summary) at seeds ``main_seed + 1 … main_seed + n_extra``, beside
+    the measured run (``main``, at ``main_seed``). ``spread`` of each metric of ``system`` is the
+    sample standard deviation (ddof = 1) of its values over all the runs: how far one run of the
+    protocol, such as the one a published score came from, is expected to fall from another (the
+    reproduction check's noise rule)."""
+    seeds = [main_seed + offset for offset in range(1, n_extra + 1)]
+    summaries = [main, *(rerun(seed) for seed in seeds)]
+    values = {metric: [summary_value(summary, system, metric) for summary in summaries] for metric in metrics}
+    spread = {metric: float(np.std(found, ddof=1)) if len(found) > 1 else None for metric, found in values.items()}
+    return {"seeds": [main_seed, *seeds], "values": values, "spread": spread,
+            "spread_rule": "sd over the protocol's runs at these seeds (ddof = 1)"}
+
+
+def seed_mean_noise(per_seed: pl.DataFrame, *, system: str, metrics: Sequence[str]) -> dict[str, Any]:
+    """The noise of a statistic that is already a mean over seeds (the project protocols): its
+    values per seed, and as ``spread`` their standard error, sd (ddof = 1) / √seeds — how far
+    the seed mean of one set of seeds falls from another's."""
+    rows = per_seed.filter(pl.col("system") == system).sort("seed")
+    values = {metric: rows.filter(pl.col("metric") == metric)["value"].to_list() for metric in metrics}
+    spread = {metric: float(np.std(found, ddof=1) / np.sqrt(len(found))) if len(found) > 1 else None
+              for metric, found in values.items()}
+    return {"seeds": rows["seed"].unique(maintain_order=True).to_list(), "values": values, "spread": spread,
+            "spread_rule": "standard error of the seed mean: sd over seeds (ddof = 1) / sqrt(seeds)"}
+
+
+def summary_value(summary: pl.DataFrame, system: str, metric: str) -> float:
+    """The one value of ``metric`` for ``system`` in a summary (the whole dataset)."""
+    rows = summary.filter((pl.col("system") == system) & (pl.col("metric") == metric) & (pl.col("subset") == ALL))
+    if rows.height != 1:
+        raise TaskError(f"the summary holds {rows.height} rows of {system} {metric}, expected one")
+    return float(rows["value"][0])
 
 
 def summary_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:

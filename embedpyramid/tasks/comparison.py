@@ -5,8 +5,9 @@ d_z, sign-flip and t tests, Holm within the confirmatory family, verdicts), the 
 statistic comparisons of :func:`~embedpyramid.tasks.level.compare_task`, and the report sections.
 
 The per-item metric of every family that has per-item rows is ``accuracy`` (pair
-classification, classification, bitext): it is the confirmatory metric of a task dataset, so
-each (dataset, system) gets a verdict. STS and clustering have no per-item mean (a correlation,
+classification, classification, multi-label classification, bitext), or for reranking its
+settings' ``primary_metric`` (a per-query retrieval measure): it is the confirmatory metric of a
+task dataset, so each (dataset, system) gets a verdict. STS and clustering have no per-item mean (a correlation,
 a clustering score): their verdict reads the paired statistic bootstrap of the primary statistic
 (``spearman``, ``v_measure``) — its p-value, the percentile interval inverted
 (:func:`~embedpyramid.stats.paired_statistic_bootstrap`), Holm-adjusted over every pair of the
@@ -24,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from embedpyramid.config import ProjectConfig
+from embedpyramid.config import DatasetEntry, ProjectConfig, RerankingSettings
 from embedpyramid.config.comparison import comparison_settings
 from embedpyramid.config.tasks import ITEM_UNITS
 from embedpyramid.current_inputs import SummaryInputs, pair_sanity_asset_name, task_asset_name
@@ -44,7 +45,14 @@ from embedpyramid.tasks.level import compare_task, read_task_result, task_groups
 TASK_SUMMARY_FOLDER, TASK_VERDICT_FILE = "tasks", "task_verdict.json"
 """The L2 task families' summary folder under the comparisons folder, and its verdicts file."""
 PER_ITEM_METRIC = "accuracy"
-"""The per-item metric of the families that have per-item rows: their confirmatory metric."""
+"""The per-item metric of the families that have per-item rows, their confirmatory metric: but
+reranking's, whose per-query measures are retrieval's (its settings' ``primary_metric``)."""
+
+
+def per_item_metric(spec: DatasetEntry) -> str:
+    """The confirmatory per-item metric of a task dataset (:data:`PER_ITEM_METRIC`)."""
+    settings = spec.task_settings
+    return settings.primary_metric if isinstance(settings, RerankingSettings) else PER_ITEM_METRIC
 PRIMARY_STATISTIC = {"sts": "spearman", "clustering": "v_measure"}
 """The statistic a family without per-item rows is judged by."""
 PAIR_SANITY_SCHEMA: dict[str, pl.DataType] = {
@@ -90,6 +98,13 @@ FAMILY_TITLES = {
     "bitext": ("Bitext mining", "Each source sentence's translation among all targets of its language pair: "
                "nearest neighbour, ratio margin and CSLS; accuracy, F1 and the hubness (k-occurrence skew) per "
                "language pair. Per item: a source matched to its translation."),
+    "reranking": ("Reranking", "Each query's given candidates ranked by the card's similarity, scored per query "
+                  "like retrieval (MAP, MRR, nDCG over the candidates); models are compared on the per-query values of "
+                  "the primary measure with the paired statistics of retrieval."),
+    "multilabel_classification": ("Multi-label classification", "MTEB's protocol: a kNN on undersampled training "
+                                  "sets, subset accuracy (primary), LRAP, macro F1 and Hamming score, mean ± sd over "
+                                  "experiments. Per item: the share of experiments that predict its label set "
+                                  "exactly."),
 }
 
 
@@ -140,10 +155,11 @@ def summarize_tasks(config: ProjectConfig, store: ArtifactStore, inputs: Summary
         items = task_items(open_frozen(store.dataset_dir(dataset)), spec)
         per_item = pl.concat([result.per_item for result in results.values()])
         if per_item.height:
+            metric = per_item_metric(spec)
             settings = comparison_settings(config, dataset).model_copy(
-                update={"report_metric": PER_ITEM_METRIC, "length_buckets": ()})
+                update={"report_metric": metric, "length_buckets": ()})
             parts["task_comparisons"].append(compare_models(per_item, items, settings))
-            hsd, hsd_pairs = tukey_hsd_tables(per_item, items, settings, PER_ITEM_METRIC)
+            hsd, hsd_pairs = tukey_hsd_tables(per_item, items, settings, metric)
             parts["task_hsd"].append(hsd)
             parts["task_hsd_pairs"].append(hsd_pairs)
         for key in sorted(results):

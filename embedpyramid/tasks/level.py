@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from embedpyramid.config import (
@@ -24,13 +25,17 @@ from embedpyramid.config import (
     ClassificationSettings,
     ClusteringSettings,
     DatasetEntry,
+    MultilabelClassificationSettings,
     PairClassificationSettings,
+    RerankingSettings,
     ResolvedModel,
     StsSettings,
 )
 from embedpyramid.config.tasks import FAMILY_FUNCTIONS
-from embedpyramid.data import FrozenDataset, TaskError, task_encoding_inputs
+from embedpyramid.data import EncodingInputs, FrozenDataset, TaskError, task_encoding_inputs
+from embedpyramid.data.mteb_retrieval import QUERY_PREFIX
 from embedpyramid.encode import EmbeddingTable, Encoder, Kind, Progress, embed_table, read_embeddings, table_path
+from embedpyramid.hashing import sha256_json
 from embedpyramid.store import ArtifactStore, read_frame, read_table_metadata, write_parquet
 from embedpyramid.tasks.common import TaskResult
 from embedpyramid.vectors import TextVectors
@@ -56,21 +61,46 @@ def task_text_kind(spec: DatasetEntry) -> Kind:
     return spec.task_settings.text_kind if spec.task_settings is not None else "query"
 
 
+def task_encoding_parts(frozen: FrozenDataset, spec: DatasetEntry) -> list[tuple[Kind, EncodingInputs]]:
+    """The texts of a frozen task dataset to encode, by the card prompt each takes: every text with
+    the prompt of :func:`task_text_kind`, addressed by the texts table's hash; or, for a dataset
+    whose texts have a ``role`` (reranking), the queries with the query prompt and the documents
+    with the document prompt, each part addressed by the texts table's hash and its role."""
+    inputs = task_encoding_inputs(frozen)
+    if spec.task != "reranking":
+        return [(task_text_kind(spec), inputs)]
+    roles = read_frame(frozen.path("texts"), columns=["text_id", "role"])
+    role_of = dict(zip(roles["text_id"], roles["role"], strict=True))
+    parts: list[tuple[Kind, EncodingInputs]] = []
+    for kind in ("query", "document"):
+        rows = [row for row, text_id in enumerate(inputs.ids) if role_of[text_id] == kind]
+        parts.append((kind, EncodingInputs([inputs.ids[row] for row in rows], [inputs.texts[row] for row in rows],
+                                           sha256_json({"texts": inputs.table_sha, "role": kind}))))
+    return parts
+
+
 def encode_task_texts(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, spec: DatasetEntry,
-                      encoder: Callable[[], Encoder], progress: Progress | None = None) -> EmbeddingTable:
+                      encoder: Callable[[], Encoder], progress: Progress | None = None) -> list[EmbeddingTable]:
     """The card's vectors of every text of a frozen task dataset, through the content-addressed
-    embedding cache (encoded with the card's prompt for :func:`task_text_kind` on a miss;
-    ``encoder`` is a factory, so a hit never loads the model)."""
-    return embed_table(store, model, task_text_kind(spec), task_encoding_inputs(frozen), encoder, progress)
+    embedding cache, one table per part of :func:`task_encoding_parts` (encoded with its prompt on
+    a miss; ``encoder`` is a factory, so a hit never loads the model)."""
+    return [embed_table(store, model, kind, inputs, encoder, progress)
+            for kind, inputs in task_encoding_parts(frozen, spec)]
 
 
 def task_vectors(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset, spec: DatasetEntry) -> TextVectors:
     """The vectors :func:`encode_task_texts` wrote for this card and dataset, read from the cache."""
-    path = table_path(store, model, task_text_kind(spec), frozen.table_sha("texts"))
-    if not path.is_file():
-        raise TaskError(f"{model.key} has no vectors of {frozen.directory.name}'s texts ({path} does not exist): "
-                        f"materialize {spec.task}_embeddings for this partition first")
-    return TextVectors(*read_embeddings(path))
+    ids: list[str] = []
+    blocks = []
+    for kind, inputs in task_encoding_parts(frozen, spec):
+        path = table_path(store, model, kind, inputs.table_sha)
+        if not path.is_file():
+            raise TaskError(f"{model.key} has no vectors of {frozen.directory.name}'s texts ({path} does not exist): "
+                            f"materialize {spec.task}_embeddings for this partition first")
+        found, vectors = read_embeddings(path)
+        ids += found
+        blocks.append(vectors)
+    return TextVectors(ids, blocks[0] if len(blocks) == 1 else np.concatenate(blocks))
 
 
 def evaluate_task(spec: DatasetEntry, frozen: FrozenDataset, vectors: TextVectors, *, dataset: str,
@@ -81,13 +111,13 @@ def evaluate_task(spec: DatasetEntry, frozen: FrozenDataset, vectors: TextVector
     if spec.task not in TASK_FAMILIES:
         raise TaskError(f"dataset {dataset!r}: task {spec.task!r} is not evaluated here (retrieval has its own level)")
     evaluate = _family_function(spec.task, "evaluate")
-    if spec.task in ("classification", "clustering"):
+    if spec.task in ("classification", "clustering", "multilabel_classification"):
         texts = read_frame(frozen.path("texts"))
         texts = texts.select("text_id", "label", *(["split"] if "split" in texts.columns else []))
-        assert isinstance(settings, ClassificationSettings | ClusteringSettings)
+        assert isinstance(settings, ClassificationSettings | ClusteringSettings | MultilabelClassificationSettings)
         return evaluate(texts, vectors, settings, dataset=dataset, model=model, similarity=similarity)
     pairs = read_frame(frozen.path("pairs"))
-    assert isinstance(settings, StsSettings | PairClassificationSettings | BitextSettings)
+    assert isinstance(settings, StsSettings | PairClassificationSettings | BitextSettings | RerankingSettings)
     return evaluate(pairs, vectors, settings, dataset=dataset, model=model, similarity=similarity)
 
 
@@ -102,10 +132,13 @@ def compare_task(task: str, predictions_a: pl.DataFrame, predictions_b: pl.DataF
 
 def task_items(frozen: FrozenDataset, spec: DatasetEntry) -> pl.DataFrame:
     """The items of a task dataset as the paired comparisons read queries: ``query_id`` (the
-    pair or text id), ``text`` (a pair's two texts joined by :data:`PAIR_SEPARATOR`) and the
-    dataset's slice and group columns."""
+    pair or text id; a reranking dataset's query id), ``text`` (a pair's two texts joined by
+    :data:`PAIR_SEPARATOR`; a reranking query's text) and the dataset's slice and group columns."""
     texts = read_frame(frozen.path("texts"))
     extra = list(dict.fromkeys([*spec.slices, *([spec.group_column] if spec.group_column else [])]))
+    if spec.task == "reranking":
+        queries = texts.filter(pl.col("role") == "query")
+        return queries.select(pl.col("text_id").str.strip_prefix(QUERY_PREFIX).alias("query_id"), "text", *extra)
     if "pairs" not in frozen.manifest["tables"]:
         return texts.select(pl.col("text_id").alias("query_id"), "text", *extra)
     lookup = dict(zip(texts["text_id"], texts["text"], strict=True))

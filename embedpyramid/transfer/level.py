@@ -328,16 +328,21 @@ def _reproduction_section(checks: pl.DataFrame, references: pl.DataFrame) -> Rep
                  "trusting the other numbers.")
     else:
         counts = checks.group_by("status").len().sort("status").rows()
-        intro = ("Each published score against this run's mean over the dataset's evaluated queries: pass when "
-                 "|measured − published| ≤ tolerance; `not measured` when the card is not evaluated there or the "
-                 "protocol lacks the measure. A failure names the usual causes with this run's values (document text "
-                 "= title + \" \" + text, the card's prompts, the relevance threshold, self-hits, ties). "
+        intro = ("Each published score against this run's mean over the dataset's evaluated queries (a task "
+                 "dataset: its family's whole-set statistic). The rule column says how it passes: `tolerance` (a "
+                 "deterministic protocol) when |measured − published| ≤ the stated tolerance; `noise` (a protocol "
+                 "that draws at random: classification's training samples, clustering's k-means starts and draws) "
+                 "when it is within the stated multiple of the spread this run measured over its seeds (the bound "
+                 "is in the tolerance column, the spread beside it). `not measured` when the card is not evaluated "
+                 "there or the protocol lacks the measure. A failure names the usual causes with this run's values "
+                 "(document text = title + \" \" + text, the card's prompts, the relevance threshold, self-hits, "
+                 "ties). "
                  + (f"{checks.height} checks: " + ", ".join(f"{n} {status}" for status, n in counts) + "."
                     if checks.height else "No published score belongs to a dataset on disk."))
         if checks.height:
             tables.append(("Reproduction checks", checks.select(
-                "dataset", "model_key", "metric", "published", "measured", "difference", "tolerance", "status",
-                "n_items", "source")))
+                "dataset", "model_key", "metric", "published", "measured", "difference", "rule", "tolerance",
+                "spread", "spread_multiple", "noise_runs", "status", "n_items", "source")))
             failed = checks.filter(pl.col("status") != "pass")
             if failed.height:
                 tables.append(("What to look at", failed.select("dataset", "model_key", "metric", "message")))

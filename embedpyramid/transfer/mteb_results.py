@@ -22,6 +22,7 @@ MTEB key               project measure  note
 ``precision_at_{k}``   ``P@k``          pytrec_eval ``P_k``
 ``map_at_{k}``         ``MAP@k``        pytrec_eval ``map_cut_k`` (divides by all relevant)
 ``mrr_at_{k}``         ``MRR@k``        reciprocal rank of the first relevant within k
+``hit_rate_at_{k}``    ``Hit@k``        pytrec_eval ``success_k``
 ``cosine_spearman``    ``Spearman``     STS: Spearman's ρ of cosine vs human scores
 ``cosine_pearson``     ``Pearson``      STS: Pearson's r of cosine vs human scores
 ``cos_sim_spearman``   ``Spearman``     older key of the same number (used only when the
@@ -33,6 +34,8 @@ MTEB key               project measure  note
 ``max_ap``             ``MaxAP``        pair classification: max AP over the scorings
 ``max_f1``             ``MaxF1``        pair classification
 ``max_accuracy``       ``MaxAccuracy``  pair classification
+``lrap``               ``LRAP``         multi-label classification
+``hamming``            ``Hamming``      multi-label classification
 =====================  ==============  ===================================================
 
 Which family a measure belongs to is the dataset's task; a task dataset's imported scores are
@@ -64,6 +67,7 @@ METRIC_TABLE: tuple[tuple[str, str], ...] = (
     ("precision_at_{k}", "P@{k}"),
     ("map_at_{k}", "MAP@{k}"),
     ("mrr_at_{k}", "MRR@{k}"),
+    ("hit_rate_at_{k}", "Hit@{k}"),
     ("cosine_spearman", "Spearman"),
     ("cosine_pearson", "Pearson"),
     ("accuracy", "Accuracy"),
@@ -73,6 +77,8 @@ METRIC_TABLE: tuple[tuple[str, str], ...] = (
     ("max_ap", "MaxAP"),
     ("max_f1", "MaxF1"),
     ("max_accuracy", "MaxAccuracy"),
+    ("lrap", "LRAP"),
+    ("hamming", "Hamming"),
 )
 """(MTEB key pattern, project measure) — the table in the module docstring."""
 

@@ -90,16 +90,22 @@ BOOTSTRAP_IMPORTERS = {
 }
 NDCG_IMPORTERS = {
     # retrieval.level scores runs (and also holds the exact search); geometry.level prices the
-    # normalization with the metrics; L4, L5 and L6 (the qrels judge) score their runs.
+    # normalization with the metrics; L4, L5 and L6 (the qrels judge) score their runs; the reranking
+    # family scores each query's candidates with them, and task_comparisons runs every family's module.
     "exact_topk", "retrieval_metrics", "norm_geometry", "normalization_price", *ANN, *SYSTEMS, *SUMMARIES,
+    "task_reranking", "task_comparisons",
 }
 UNTOUCHED_BY_BOOTSTRAP = {
-    # The data, the encodes, the exact search, efficiency and pair sanity never reach it.
+    # The data, the encodes, the exact search, efficiency and pair sanity never reach it; nor do the
+    # families whose every measure is a per-item mean (reranking, multi-label classification: the
+    # task summary's paired comparisons compare them).
     "frozen_dataset", "frozen_sts_dataset", "frozen_pair_classification_dataset", "frozen_classification_dataset",
-    "frozen_clustering_dataset", "frozen_bitext_dataset", "query_embeddings", "document_embeddings",
+    "frozen_clustering_dataset", "frozen_bitext_dataset", "frozen_reranking_dataset",
+    "frozen_multilabel_classification_dataset", "query_embeddings", "document_embeddings",
     "raw_query_embeddings", "raw_document_embeddings", "exact_topk", "efficiency", "pair_sanity", "pair_sanity_sts",
-    "pair_sanity_pair_classification", "pair_sanity_bitext", *(f"{family}_embeddings" for family in (
-        "sts", "pair_classification", "classification", "clustering", "bitext")),
+    "pair_sanity_pair_classification", "pair_sanity_bitext", "task_reranking", "task_multilabel_classification",
+    *(f"{family}_embeddings" for family in ("sts", "pair_classification", "classification", "clustering", "bitext",
+                                            "reranking", "multilabel_classification")),
 }
 
 
@@ -125,7 +131,8 @@ def test_a_core_edit_changes_the_code_version_of_exactly_its_importers(project_c
     append_comment(project_copy / "assets" / "tasks.py")
     after_assets = code_versions(project_copy)
     assert changed(after_ndcg, after_assets) == {key for key in before if key.startswith(
-        ("frozen_sts", "frozen_pair", "frozen_classification", "frozen_clustering", "frozen_bitext", "task_"))
+        ("frozen_sts", "frozen_pair", "frozen_classification", "frozen_clustering", "frozen_bitext", "frozen_reranking",
+         "frozen_multilabel", "task_"))
     }, "an asset module's own source is part of its assets' versions"
 
 

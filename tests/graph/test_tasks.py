@@ -1,15 +1,19 @@
 """Graph tests of the L2 task families and L1 pair sanity: real Dagster materializations of the
-real assets over the embedded data with the two real models of the defaults."""
+real assets over the embedded data, and over MTEB tasks served by a hub endpoint on 127.0.0.1, with
+the two real models of the defaults."""
 
 import json
 
 import duckdb
+import pytest
 import yaml
 from graph_helpers import plan_and_automation, quick_protocol, toy
+from hub_server import LocalHub, point_at
 
 from embedpyramid.cli import main
 from embedpyramid.config import load_config
 from embedpyramid.rendering.tables import escape_markdown
+from graphbase.facets import DATASET_SOURCE, TASK_FACETS
 from graphbase.instance import open_instance
 from graphbase.partitions import (
     model_dataset_key,
@@ -146,3 +150,116 @@ def test_a_config_of_task_datasets_only_gets_every_summary_and_checks_its_publis
     assert main(["leaderboard", "--data", str(data)]) == 0
     answer = capsys.readouterr().out
     assert "lee-sts  sts" in answer and "published scores: 1 checked — 1 pass" in answer
+
+
+RERANK_ID, RETRIEVAL_ID = "mteb/tiny-askubuntu", "mteb/tiny-cqa"
+QUESTIONS = {
+    "q1": ("How do I install Ubuntu from a USB stick?", ["Create a bootable USB drive to install Ubuntu",
+                                                          "Installing Ubuntu from a flash drive"],
+           ["How to change the wallpaper", "Python script fails with import error", "Mount an NTFS partition"]),
+    "q2": ("I forgot my login password", ["Reset a forgotten user password", "Recover access after losing my password"],
+           ["Install Steam on Ubuntu", "Change the screen resolution", "Set up a printer over the network"]),
+    "q3": ("Wifi does not connect after an update", ["Wireless network stopped working after upgrade"],
+           ["Increase the swap size", "Uninstall a snap package", "Keyboard layout keeps resetting",
+            "Configure a static IP on the ethernet card"]),
+    "q4": ("Sound is not working through HDMI", ["No audio output over HDMI to my TV"],
+           ["Enable the firewall", "Compile a kernel module", "Create a desktop shortcut"]),
+}
+
+
+def mteb_layout_files(parts: dict[str, tuple[str, dict]]) -> dict[str, bytes]:
+    """A hub dataset in MTEB's retrieval layout: one parquet file per config, listed in README.md."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = {}
+    for config, (split, columns) in parts.items():
+        sink = io.BytesIO()
+        pq.write_table(pa.table(columns), sink)
+        files[f"{config}/{split}-00000-of-00001.parquet"] = sink.getvalue()
+    configs = [{"config_name": config, "data_files": [{"split": split, "path": f"{config}/{split}-*.parquet"}]}
+               for config, (split, _) in parts.items()]
+    files["README.md"] = ("---\n" + yaml.safe_dump({"configs": configs}) + "---\n").encode()
+    return files
+
+
+def reranking_and_retrieval_files() -> tuple[dict[str, bytes], dict[str, bytes]]:
+    doc_ids, texts, qrels, candidates = [], [], [], {}
+    for query, (_, positives, negatives) in QUESTIONS.items():
+        ranked = []
+        for grade, group in ((1, positives), (0, negatives)):
+            for text in group:
+                doc_ids.append(f"d{len(doc_ids):02d}")
+                texts.append(text)
+                ranked.append(doc_ids[-1])
+                qrels.append((query, doc_ids[-1], grade))
+        candidates[query] = ranked
+    parts = {
+        "corpus": ("corpus", {"_id": doc_ids, "title": [""] * len(doc_ids), "text": texts}),
+        "queries": ("queries", {"_id": list(QUESTIONS), "text": [q for q, _, _ in QUESTIONS.values()]}),
+        "default": ("test", {"query-id": [r[0] for r in qrels], "corpus-id": [r[1] for r in qrels],
+                             "score": [r[2] for r in qrels]}),
+    }
+    reranking = mteb_layout_files({**parts, "top_ranked": ("test", {"query-id": list(candidates),
+                                                                    "corpus-ids": list(candidates.values())})})
+    relevant = [r for r in qrels if r[2] > 0]
+    retrieval = mteb_layout_files({**parts, "default": ("test", {
+        "query-id": [r[0] for r in relevant], "corpus-id": [r[1] for r in relevant], "score": [1] * len(relevant)})})
+    return reranking, retrieval
+
+
+def test_mteb_reranking_and_retrieval_tasks_from_the_hub_run_end_to_end(write_configs, two_real_models, tmp_path,
+                                                                       monkeypatch):
+    reranking, retrieval = reranking_and_retrieval_files()
+    datasets = {
+        "askubuntu": {"loader": "mteb", "task": "reranking", "hub": RERANK_ID, "reranking": {"protocol": "mteb"},
+                      "reference": [{"model": "minilm-l6", "metric": "MAP@1000", "value": 0.5, "tolerance": 0.5,
+                                     "source": "set by this test"}]},
+        "cqa": {"loader": "mteb", "task": "retrieval", "hub": RETRIEVAL_ID, "retrieval": {"protocol": "mteb"}},
+    }
+    with LocalHub() as hub:
+        commits = {RERANK_ID: hub.push(RERANK_ID, reranking, repo_type="dataset"),
+                   RETRIEVAL_ID: hub.push(RETRIEVAL_ID, retrieval, repo_type="dataset")}
+        point_at(monkeypatch, hub, tmp_path / "hf-cache")
+        folder = write_configs(models=two_real_models, datasets=datasets, protocol=quick_protocol(baseline="minilm-l6"))
+        data = tmp_path / "data"
+        instance = open_instance(data)
+        config = load_config(folder)
+        minilm, use = config.models["minilm-l6"].key, config.models["use-m3"].key
+        # The config facets record each hub dataset's commit: a branch that moves stales its partitions.
+        rerank_facet = next(facet for facet in TASK_FACETS if facet.partitioned_by == "reranking")
+        assert rerank_facet.fragment(config, "askubuntu")["hub"]["commit"] == commits[RERANK_ID]
+        assert DATASET_SOURCE.fragment(config, "cqa")["hub"]["commit"] == commits[RETRIEVAL_ID]
+        run = run_pipeline(folder, data, instance=instance, log=lambda _line: None)
+    assert run.failures == [] and run.summary_built
+    assert sorted(run.frozen) == ["askubuntu", "cqa"]
+    assert instance.get_dynamic_partitions(task_datasets_name("reranking")) == ["askubuntu"]
+    assert {asset for _, dataset, asset in run.assets if dataset == "askubuntu"} == {"reranking_embeddings",
+                                                                                     "task_reranking"}
+    for name, hub_id in (("askubuntu", RERANK_ID), ("cqa", RETRIEVAL_ID)):
+        manifest = json.loads((data / "datasets" / name / "manifest.json").read_text())
+        assert (manifest["source"]["hub"], manifest["source"]["commit"]) == (hub_id, commits[hub_id])
+
+    with duckdb.connect(str(data / "results.duckdb"), read_only=True) as con:
+        summary = dict(con.execute("SELECT model, value FROM task_summary WHERE dataset = 'askubuntu' "
+                                   "AND metric = 'MAP@1000' AND system = 'cosine'").fetchall())
+        # Both models put a duplicate question above most of the unrelated ones.
+        assert set(summary) == {minilm, use} and all(0.6 < value <= 1.0 for value in summary.values())
+        per_query = con.execute("SELECT count(DISTINCT query_id) FROM task_per_item WHERE dataset = 'askubuntu' "
+                                "AND metric = 'MRR@10'").fetchone()[0]
+        assert per_query == len(QUESTIONS)
+        compared = con.execute("SELECT metric, family FROM task_comparisons WHERE dataset = 'askubuntu' AND "
+                               "slice_column = 'all' AND metric = 'MAP@1000'").fetchall()
+        assert compared == [("MAP@1000", "confirmatory")]  # per-query paired statistics on the primary measure
+        conventions = json.loads(con.execute("SELECT conventions FROM conventions WHERE dataset = 'askubuntu' "
+                                             "AND model = ?", [minilm]).fetchone()[0])
+        assert (conventions["protocol"], conventions["mteb_version"]) == ("mteb", "2.26")
+        retrieved = con.execute("SELECT count(DISTINCT query_id) FROM per_query_metrics WHERE dataset = 'cqa' "
+                                "AND metric = 'nDCG@10' AND system = 'exact'").fetchone()[0]
+        assert retrieved == len(QUESTIONS)
+        check = con.execute("SELECT measured, status, rule FROM reproduction WHERE dataset = 'askubuntu'").fetchone()
+    assert check == (pytest.approx(summary[minilm]), "pass", "tolerance")
+    report = (data / "report" / "report.md").read_text()
+    assert "## L2 Reranking: askubuntu" in report

@@ -23,6 +23,7 @@ from embedpyramid.retrieval.metrics.ranking import (
     judged_qrels,
     judged_ranking,
     pair_keys,
+    skip_first_result,
     straddling_groups,
 )
 from embedpyramid.retrieval.metrics.recall import recall_at_k
@@ -93,8 +94,9 @@ def evaluate_run(
     any qrel: one whose qrels are all grade <= 0 scores 0 on every measure but Judged@k);
     queries with relevant qrels but no retrieved documents score 0 on every measure. With
     ``conventions.top_k`` each query's run is first cut to its top_k rows (score descending,
-    doc_id descending), before self-hits are dropped. Measures identical by construction are
-    computed once (``aliases``).
+    doc_id descending), before self-hits are dropped; with ``conventions.skip_first_result`` each
+    query's first remaining row (same order) is dropped next. Measures identical by construction
+    are computed once (``aliases``).
 
     Args:
         run: columns query_id (str), doc_id (str), score (numeric); other columns (rank) are
@@ -125,6 +127,8 @@ def evaluate_run(
     evaluated, excluded = counted_queries(qrels, _query_universe(qrels, query_ids), conventions)
     if conventions.top_k is not None:
         run = cut_run(run, conventions.top_k)
+    if conventions.skip_first_result:
+        run = skip_first_result(run, drop_self_hits=conventions.drop_self_hits)
     threshold = conventions.relevance_threshold
 
     judged = judged_qrels(qrels, evaluated)

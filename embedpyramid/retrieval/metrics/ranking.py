@@ -101,6 +101,17 @@ def cut_run(run: pl.DataFrame, top_k: int) -> pl.DataFrame:
     return ordered.filter(pl.int_range(pl.len()).over("query_id") < top_k)
 
 
+def skip_first_result(run: pl.DataFrame, *, drop_self_hits: bool) -> pl.DataFrame:
+    """Each query's rows but its best-scored one (score descending, then doc_id descending), after
+    its self-hits when ``drop_self_hits``: MTEB's ``skip_first_result`` (``calculate_retrieval_scores``
+    drops the first of each query's results sorted by score, once ``ignore_identical_ids`` removed
+    the self-hits)."""
+    if drop_self_hits:
+        run = run.filter(pl.col("doc_id") != pl.col("query_id"))
+    ordered = run.sort("query_id", "score", "doc_id", descending=[False, True, True])
+    return ordered.filter(pl.int_range(pl.len()).over("query_id") > 0)
+
+
 def judged_qrels(qrels: pl.DataFrame, evaluated: Sequence[str]) -> pl.DataFrame:
     """query_index, doc_id, relevance of the evaluated queries' qrels (query_index = position in
     ``evaluated``)."""

@@ -90,7 +90,7 @@ def test_classification_reads_train_and_eval_splits_in_row_order_with_labels_as_
     assert only_test.texts.column("split").to_pylist() == ["test", "test"]
 
 
-def test_clustering_v2_rows_and_v1_sets_as_mteb_converts_them(tmp_path):
+def test_clustering_v2_rows_and_v1_sets_flattened_or_deduplicated_as_the_task_version_does(tmp_path):
     (tmp_path / "v2").mkdir()
     pq.write_table(pa.table({"sentences": ["s0", "s1", "s2"], "labels": [["x"], ["y"], ["x"]]}),
                    tmp_path / "v2" / "test.parquet")
@@ -99,9 +99,14 @@ def test_clustering_v2_rows_and_v1_sets_as_mteb_converts_them(tmp_path):
     (tmp_path / "v1").mkdir()
     pq.write_table(pa.table({"sentences": [["a", "b"], ["b", "c"]], "labels": [[1, 2], [2, 3]]}),
                    tmp_path / "v1" / "test.parquet")
-    v1 = load_mteb_task(tmp_path / "v1", spec("clustering"))
-    assert v1.texts.column("text").to_pylist() == ["a", "b", "c"]  # "b" again in set 2 is dropped
-    assert v1.texts.column("label").to_pylist() == ["1", "2", "3"] and v1.source["v1_sets_concatenated"] == 2
+    flat = load_mteb_task(tmp_path / "v1", spec("clustering"))
+    assert flat.texts.column("text").to_pylist() == ["a", "b", "b", "c"]  # itertools.chain keeps "b" twice
+    assert flat.texts.column("label").to_pylist() == ["1", "2", "2", "3"]
+    assert flat.source["items"] == {"v1_sets": 2, "sets": "flatten", "items": 4}
+    unique = load_mteb_task(tmp_path / "v1", spec("clustering", clustering={"mteb": {"sets": "deduplicate"}}))
+    assert unique.texts.column("text").to_pylist() == ["a", "b", "c"]  # "b" again in set 2 is dropped
+    assert unique.texts.column("label").to_pylist() == ["1", "2", "3"]
+    assert unique.source["items"]["duplicates_dropped"] == 1
     (tmp_path / "deep").mkdir()
     pq.write_table(pa.table({"sentences": ["s0"], "labels": [["x", "x1"]]}), tmp_path / "deep" / "test.parquet")
     with pytest.raises(DataError, match=r"test.parquet: row 0: column 'labels' holds hierarchical labels"):

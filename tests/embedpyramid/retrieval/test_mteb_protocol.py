@@ -201,3 +201,35 @@ def test_project_protocol_differs_where_mteb_does():
     project = evaluate_run(run, qrel_frame, [parse_measure("nDCG@10")], MetricConventions(drop_self_hits=True),
                            query_ids=query_ids)
     assert "q02" in project.excluded_query_ids and "q02" in mteb_side.evaluated_query_ids
+
+
+def test_skip_first_result_drops_each_querys_best_document_as_mteb_does():
+    """A task that sets ``skip_first_result`` (its queries are documents under other ids): MTEB
+    drops each query's best result after the cut; so does the ``mteb`` protocol with the setting."""
+    doc_ids, docs, query_ids, queries, qrels = _data()
+    model = _encoder(doc_ids, docs, query_ids, queries)
+    task = _mteb_task(doc_ids, docs, query_ids, queries, qrels, ignore_identical_ids=False)
+    task.skip_first_result = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scores = task.evaluate(model, "test", encode_kwargs=ENCODE)["default"]
+    run = pl.from_arrow(run_table(query_ids, doc_ids, *exact_topk(queries, docs, DEPTH, ties_at_cut="last")))
+    qrel_frame = pl.DataFrame([(q, d, g) for q, docs_ in qrels.items() for d, g in docs_.items()],
+                              schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int64}, orient="row")
+    measures = [parse_measure(f"{name}@{k}") for name in ("nDCG", "MAP", "MRR") for k in K_VALUES]
+    skipping = MetricConventions.mteb(drop_self_hits=False, top_k=TOP_K, mteb_version=MTEB_VERSION,
+                                      skip_first_result=True)
+    ours = evaluate_run(run, qrel_frame, measures, skipping, query_ids=query_ids)
+    means = {row["metric"]: row["value"] for row in ours.per_query.group_by("metric").agg(pl.col("value").mean())
+             .iter_rows(named=True)}
+    for k in K_VALUES:
+        assert round(means[f"nDCG@{k}"], 5) == pytest.approx(scores[f"ndcg_at_{k}"], abs=TOLERANCE)
+        assert round(means[f"MAP@{k}"], 5) == pytest.approx(scores[f"map_at_{k}"], abs=TOLERANCE)
+        assert means[f"MRR@{k}"] == pytest.approx(scores[f"mrr_at_{k}"], abs=TOLERANCE)
+    # Skipping changes the numbers (so the agreement above tests it): every query loses its first result.
+    kept = _ours(doc_ids, docs, query_ids, queries, qrels, False)[1].per_query
+    unskipped = kept.filter(pl.col("metric") == "nDCG@10")["value"].to_list()
+    assert unskipped != ours.per_query.filter(pl.col("metric") == "nDCG@10")["value"].to_list()
+    assert ours.conventions.as_dict()["skip_first_result"] is True
+    with pytest.raises(ValueError, match="skip_first_result is MTEB's task attribute: it needs protocol 'mteb'"):
+        MetricConventions(skip_first_result=True)

@@ -60,3 +60,30 @@ def test_comparison_against_a_worse_embedding(blobs):
         assert row["value_b"] == pytest.approx(1.0) and row["delta"] > 0
     same = compare_clustering(good.predictions, good.predictions, n_resamples=100)
     assert same["ci_low"].to_list() == [0.0] * 3 and same["ci_high"].to_list() == [0.0] * 3
+
+
+def test_the_noise_of_each_protocol_is_the_spread_its_seeds_alone_produce():
+    rng = np.random.default_rng(4)
+    ids = [f"t{i:03d}" for i in range(90)]
+    labels = [f"c{i % 3}" for i in range(90)]
+    raw = rng.normal(size=(90, 6)) + 1.2 * np.eye(6)[[i % 3 for i in range(90)]]
+    import polars as pl
+
+    from embedpyramid.config.tasks import MtebClustering
+
+    texts, vectors = pl.DataFrame({"text_id": ids, "label": labels}), TextVectors(ids, raw)
+    project = evaluate_clustering(texts, vectors, ClusteringSettings(seeds=[0, 1, 2, 3]), dataset="d", model="m")
+    per_seed = project.per_seed.filter(pl.col("metric") == "v_measure")["value"].to_list()
+    noise = project.settings["noise"]
+    assert noise["values"]["v_measure"] == per_seed and noise["seeds"] == [0, 1, 2, 3]
+    assert noise["spread"]["v_measure"] == pytest.approx(np.std(per_seed, ddof=1) / 2)  # the seed mean's error
+    settings = ClusteringSettings(protocol="mteb", mteb=MtebClustering(n_draws=2, sample_size=60, noise_seeds=2))
+    mteb = evaluate_clustering(texts, vectors, settings, dataset="d", model="m")
+    runs = mteb.settings["noise"]
+    again = evaluate_clustering(texts, vectors, ClusteringSettings(
+        protocol="mteb", mteb=MtebClustering(n_draws=2, sample_size=60, seed=44, noise_seeds=0)), dataset="d", model="m")
+    main = mteb.summary.filter(pl.col("metric") == "v_measure")["value"][0]
+    assert runs["seeds"] == [42, 43, 44] and runs["values"]["v_measure"][0] == main
+    assert runs["values"]["v_measure"][2] == again.summary.filter(pl.col("metric") == "v_measure")["value"][0]
+    assert runs["spread"]["v_measure"] == pytest.approx(np.std(runs["values"]["v_measure"], ddof=1))
+    assert len(set(runs["values"]["v_measure"])) == 3  # the seeds move it

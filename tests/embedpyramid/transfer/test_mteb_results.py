@@ -25,10 +25,11 @@ def spec(**fields) -> MtebResultsImport:
     ("nauc_ndcg_at_10_max", None), ("euclidean_spearman", None), ("ndcg_at_0", None), ("main_score", None),
     ("accuracy", "Accuracy"), ("f1", "F1"), ("v_measure", "V-measure"), ("ami", "AMI"), ("max_ap", "MaxAP"),
     ("max_f1", "MaxF1"), ("max_accuracy", "MaxAccuracy"), ("f1_weighted", None), ("cosine_ap", None),
+    ("lrap", "LRAP"), ("hamming", "Hamming"), ("hit_rate_at_10", "Hit@10"),
 ])
 def test_metric_names_map_onto_project_measures(key, metric):
     assert project_metric(key) == metric
-    assert len(METRIC_TABLE) == 14
+    assert len(METRIC_TABLE) == 17
 
 
 def test_every_family_reads_its_main_score_per_split_and_subset_in_percent_or_fraction(tmp_path):
