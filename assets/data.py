@@ -8,8 +8,8 @@ from embedpyramid.code_version import function_version
 from embedpyramid.data import freeze_dataset, load_configured_dataset, verify_frozen
 from embedpyramid.rendering.tables import markdown_table
 from embedpyramid.store import read_frame
+from graphbase.conditions import EVALUATE_WHEN_STALE
 from graphbase.facets import DATASET_SOURCE, facet_deps
-from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import dataset_partitions
 from resources import ProjectResource
 

@@ -8,8 +8,8 @@ from assets.metadata import excluded_metadata, summary_inputs, table_metadata, w
 from embedpyramid.code_version import function_version
 from embedpyramid.rendering.svg import svg_markdown
 from embedpyramid.rendering.tables import markdown_table
+from graphbase.conditions import EVALUATE_WHEN_STALE, SUMMARIZE_WHEN_STALE
 from graphbase.facets import COMPARISON, CONVENTIONS, JUDGE, facet_deps
-from graphbase.freshness import EVALUATE_WHEN_STALE, SUMMARIZE_WHEN_STALE
 from graphbase.partitions import model_dataset_partitions
 from graphbase.tags import STAGE_TAG, SUMMARY_STAGE
 from resources import ProjectResource

@@ -7,8 +7,8 @@ import polars as pl
 from assets.metadata import with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.rendering.tables import markdown_table
+from graphbase.conditions import EVALUATE_WHEN_STALE
 from graphbase.facets import RESAMPLING, RUN_SETTINGS, facet_deps
-from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import model_dataset_partitions
 from resources import EncoderRegistry, ProjectResource
 

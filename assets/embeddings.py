@@ -41,8 +41,8 @@ from embedpyramid.encode import (
     unfinished_shards,
 )
 from embedpyramid.progress import report
+from graphbase.conditions import EVALUATE_WHEN_STALE
 from graphbase.facets import MODEL_CARD, TASK_FACETS, facet_deps
-from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import TASK_FAMILIES, model_dataset_partitions, task_partitions
 from resources import EncoderRegistry, ProjectResource
 

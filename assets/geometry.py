@@ -14,8 +14,8 @@ from embedpyramid.code_version import function_version
 from embedpyramid.rendering.svg import svg_markdown
 from embedpyramid.rendering.tables import markdown_table
 from embedpyramid.store import write_json
+from graphbase.conditions import EVALUATE_WHEN_STALE
 from graphbase.facets import CONVENTIONS, MEASURES, RESAMPLING, SEARCH, facet_deps
-from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import PAIR_FAMILIES, model_dataset_partitions, task_partitions
 from resources import ProjectResource
 from resources.project import Partition

@@ -54,7 +54,8 @@ comparisons) that a later summary of the run reads."""
 
 
 def _run_freshness(context: dg.AssetExecutionContext, config: ProjectConfig, data_dir: str) -> Any:
-    from graphbase.freshness import Freshness, location_graph
+    from graphbase.freshness_store import kept_freshness
+    from graphbase.up_to_date import location_graph
 
     done = context.instance.get_records_for_run(
         context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=1000).records
@@ -62,7 +63,7 @@ def _run_freshness(context: dg.AssetExecutionContext, config: ProjectConfig, dat
     if key not in _FRESHNESS:
         graph = location_graph(context, str(config.directory), data_dir)
         _FRESHNESS.clear()
-        _FRESHNESS[key] = Freshness(context.instance, graph)
+        _FRESHNESS[key] = kept_freshness(context.instance, graph)
     return _FRESHNESS[key]
 
 
@@ -93,7 +94,7 @@ def with_provenance(context: dg.AssetExecutionContext, project: ProjectResource,
     """``result`` with what this asset partition was computed from (dataset content hash, card
     key, config facet versions, code version) in its metadata, also written to
     ``<data>/provenance/<asset>/<dataset>/<card key>.json``. A multi-asset's result names its asset."""
-    from graphbase.freshness import provenance_record
+    from graphbase.config_observation import provenance_record
 
     record = provenance_record(context, project.config, project.store, result.asset_key)
     write_json(record, project.store.provenance_path(record["asset"], record["dataset"],

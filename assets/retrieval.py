@@ -15,8 +15,8 @@ from embedpyramid.hashing import sha256_table
 from embedpyramid.progress import report
 from embedpyramid.store import write_parquet
 from embedpyramid.summary.results import sort_metrics
+from graphbase.conditions import EVALUATE_WHEN_STALE
 from graphbase.facets import CONVENTIONS, MEASURES, REFERENCES, SEARCH, facet_deps
-from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import model_dataset_partitions
 from resources import ProjectResource
 from resources.project import Partition

@@ -11,8 +11,8 @@ from assets.metadata import materialize_selected, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.rendering.svg import svg_markdown
 from embedpyramid.rendering.tables import markdown_table
+from graphbase.conditions import EVALUATE_WHEN_STALE
 from graphbase.facets import ANN_SETTINGS, CONVENTIONS, RESAMPLING, ann_spec_facet, facet_deps
-from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import ann_asset_name, model_dataset_partitions
 from resources import ProjectResource
 from resources.project import Partition

@@ -11,8 +11,8 @@ from embedpyramid.rendering.svg import forest_plot_svg, svg_markdown
 from embedpyramid.rendering.tables import hsd_summary, key_table_markdown, markdown_table
 from embedpyramid.store import write_parquet
 from embedpyramid.summary.results import build_results_db, read_leaderboard
+from graphbase.conditions import SUMMARIZE_WHEN_STALE
 from graphbase.facets import COMPARISON, facet_deps
-from graphbase.freshness import SUMMARIZE_WHEN_STALE
 from graphbase.partitions import dataset_partitions
 from resources import ProjectResource
 

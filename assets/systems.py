@@ -21,8 +21,8 @@ import dagster as dg
 from assets.metadata import headline_metrics, table_metadata, with_provenance
 from embedpyramid.code_version import function_version
 from embedpyramid.rendering.tables import markdown_table
+from graphbase.conditions import EVALUATE_WHEN_STALE
 from graphbase.facets import CONVENTIONS, MEASURES, SYSTEMS_SETTINGS, facet_deps, system_facet
-from graphbase.freshness import EVALUATE_WHEN_STALE
 from graphbase.partitions import (
     ann_asset_name,
     card_partition_mapping,

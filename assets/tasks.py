@@ -16,8 +16,8 @@ from embedpyramid.code_version import function_version
 from embedpyramid.config.tasks import task_family_module
 from embedpyramid.hashing import sha256_table
 from embedpyramid.rendering.tables import markdown_table
+from graphbase.conditions import EVALUATE_WHEN_STALE, SUMMARIZE_WHEN_STALE
 from graphbase.facets import MODEL_CARD, TASK_COMPARISON, TASK_FACETS, facet_deps
-from graphbase.freshness import EVALUATE_WHEN_STALE, SUMMARIZE_WHEN_STALE
 from graphbase.partitions import (
     PAIR_FAMILIES,
     TASK_FAMILIES,

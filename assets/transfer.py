@@ -5,8 +5,8 @@ import dagster as dg
 
 from assets.metadata import excluded_metadata, partition_check, summary_inputs, table_metadata
 from embedpyramid.code_version import function_version
+from graphbase.conditions import SUMMARIZE_WHEN_STALE
 from graphbase.facets import COMPARISON, RESAMPLING, TRANSFER, facet_deps
-from graphbase.freshness import SUMMARIZE_WHEN_STALE
 from graphbase.partitions import model_dataset_partitions
 from resources import ProjectResource
 

@@ -86,8 +86,9 @@ from results import record_result  # noqa: E402
 from embedpyramid.config.selection import select_datasets, select_models  # noqa: E402
 from embedpyramid.current_inputs import INPUTS_DIGEST  # noqa: E402
 from embedpyramid.store import read_frame  # noqa: E402
+from graphbase.config_observation import observe_config
 from graphbase.dagster_internals import DATA_VERSION_TAG  # noqa: E402
-from graphbase.freshness import Freshness, observe_config  # noqa: E402
+from graphbase.freshness import Freshness  # noqa: E402
 from graphbase.instance import run_tags  # noqa: E402
 from graphbase.partitions import model_dataset_key  # noqa: E402
 from pipelines.automation import DEFAULT_SENSOR_INTERVAL, evaluation_job, summary_job  # noqa: E402

@@ -36,8 +36,8 @@ from dagster_shared.check import CheckError
 from dagster_shared.record import record
 
 __all__ = ["DATA_VERSION_TAG", "DagsterStaleness", "ReusedEngineSqliteStorage", "StaleCause", "all_partitions", "asset_graph_of", "candidate_partitions",
-           "checks_named", "graph_view", "open_sqlite_home", "parent_partitions", "partition_dimensions", "release_connections", "subset_of",
-           "unpartitioned"]
+           "checks_named", "child_partitions", "graph_view", "is_sqlite_event_log", "open_sqlite_home", "parent_partitions", "partition_dimensions", "planned_partitions", "release_connections", "subset_of",
+           "unpartitioned", "wipe_times"]
 
 DirectStatus = Literal["fresh", "stale", "missing"]
 
@@ -195,6 +195,49 @@ def parent_partitions(view: AssetGraphView, child: dg.AssetKey, partition: str |
         return [None]
     subset = view.get_asset_subset_from_asset_partitions(child, {AssetKeyPartitionKey(child, partition)})
     return sorted(view.compute_parent_subset(parent, subset).expensively_compute_partition_keys())
+
+
+def child_partitions(view: AssetGraphView, parent: dg.AssetKey, partitions: Iterable[str | None],
+                     child: dg.AssetKey) -> set[str | None]:
+    """The partitions of ``child`` that read any of ``partitions`` of ``parent``, by the graph's
+    partition mappings (``{None}`` for an unpartitioned child that reads one of them)."""
+    subset = view.get_asset_subset_from_asset_partitions(parent, {AssetKeyPartitionKey(parent, p) for p in partitions})
+    return {found.partition_key for found in view.compute_child_subset(child, subset).expensively_compute_asset_partitions()}
+
+
+def planned_partitions(instance: dg.DagsterInstance, run_id: str | None, graph: Any,
+                       records: Iterable[Any] | None = None) -> dict[dg.AssetKey, set[str | None] | None]:
+    """The (asset, partitions) that planned-materialization ``records`` name, by default those of
+    run ``run_id`` (None: every partition of the asset; a backfill plans a range in one event)."""
+    if records is None:
+        records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED).records
+    planned: dict[dg.AssetKey, set[str | None] | None] = {}
+    for planned_record in records:
+        data = planned_record.event_log_entry.dagster_event.event_specific_data
+        if not graph.has(data.asset_key) or planned.get(data.asset_key, ()) is None:
+            continue
+        if data.partition is not None or graph.get(data.asset_key).partitions_def is None:
+            planned.setdefault(data.asset_key, set()).add(data.partition)  # type: ignore[union-attr]
+        elif data.partitions_subset is not None:
+            planned.setdefault(data.asset_key, set()).update(data.partitions_subset.get_partition_keys())  # type: ignore[union-attr]
+        else:
+            planned[data.asset_key] = None
+    return planned
+
+
+def wipe_times(instance: dg.DagsterInstance, assets: Iterable[dg.AssetKey]) -> dict[str, float]:
+    """Per asset with a history, when it was last wiped (0 if never), in one query: an asset
+    wiped since its last event has no history (no record) until its next event. A wipe is seen
+    only so: on SQLite its event is in no shard a cursor reads."""
+    return {record.asset_entry.asset_key.to_user_string():
+            getattr(record.asset_entry.asset_details, "last_wipe_timestamp", None) or 0.0
+            for record in instance.get_asset_records(list(assets))}
+
+
+def is_sqlite_event_log(instance: dg.DagsterInstance) -> bool:
+    """Whether the event log is SQLite's, which assigns ids one write at a time (Postgres assigns
+    them before commit, so a lower id can become visible after a higher one)."""
+    return isinstance(instance.event_log_storage, SqliteEventLogStorage)
 
 
 def candidate_partitions(context: Any) -> list[str | None]:

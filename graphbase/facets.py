@@ -289,6 +289,6 @@ def facet_partition(facet: Facet, model: str | None, dataset: str | None) -> str
 
 def facet_versions(config: ProjectConfig) -> dict[str, dict[str, str]]:
     """The version of every facet partition of ``config`` (``{facet: {partition or "": version}}``):
-    what :func:`graphbase.freshness.observe_config` compares with the versions Dagster holds."""
+    what :func:`graphbase.config_observation.observe_config` compares with the versions Dagster holds."""
     return {facet.name: {partition or "": facet.version(config, partition)[0] for partition in facet.partitions(config)}
             for facet in project_facets(config)}

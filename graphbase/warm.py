@@ -1,15 +1,15 @@
 """The warm start: ``run`` and ``status`` answer without starting Dagster when nothing has changed
 since Dagster last found the whole selection fresh.
 
-Dagster's answer is remembered in the instance (:func:`graphbase.freshness.remember_fresh`: the
-graph's signature at the event log's last record id), which a command must open Dagster to read
+Dagster's answer is kept in the instance (:mod:`graphbase.freshness_store`: the state of every
+partition at the event log's last record id), which a command must open Dagster to read
 (importing Dagster and opening the instance cost more than the rest of a command with nothing to
 do: ``benchmarks/bench_pipeline.py``). For the instance embedpyramid writes for a data folder
 — its run history in SQLite files under the instance folder — the same answer is also kept in
 ``embedpyramid-warm.json`` beside them, with
 
 - a key of everything the answer depends on outside the run history: the version of every config
-  facet (exactly what :func:`graphbase.freshness.observe_config` compares with the recorded ones),
+  facet (exactly what :func:`graphbase.config_observation.observe_config` compares with the recorded ones),
   the bytes of every config file and of the files they extend, the selected card keys and
   datasets, the sha256 of every file of the project's packages (the assets' code versions derive
   from them), Dagster's version, and the config, data and instance folders;

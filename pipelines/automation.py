@@ -12,6 +12,9 @@
 - ``nightly_refresh`` and ``nightly_refresh_<family>`` (02:00) re-freeze every dataset with data,
   retrieval and task datasets alike (identical data requests nothing downstream);
   ``nightly_summary`` (04:00) rebuilds the summaries whose inputs changed, and nothing otherwise.
+- ``freshness_reconcile`` (03:00) compares the states the instance keeps with a full walk of
+  Dagster's stale status and fails, naming each partition that differs, when they disagree (the
+  walk's answer is kept from then on).
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from typing import TypeVar
 import dagster as dg
 
 from embedpyramid.config import ConfigError, ProjectConfig, load_config
+from graphbase.config_observation import config_observations
 from graphbase.dagster_internals import checks_named
 from graphbase.facets import CONFIG
-from graphbase.freshness import UP_TO_DATE, Freshness, config_observations, report_up_to_date
+from graphbase.freshness_store import kept_freshness, reconcile
 from graphbase.instance import bound_to, read_binding
 from graphbase.partitions import DATASETS, TASK_FAMILIES, partition_sync, task_datasets_name, task_family_assets
 from graphbase.tags import DATASET_LEVEL_TAG, STAGE_TAG, SUMMARY_STAGE
+from graphbase.up_to_date import UP_TO_DATE, report_up_to_date
 from resources import ProjectResource
 
 CONFIG_FOLDER = dg.AssetKey([CONFIG, "folder"])
@@ -153,7 +158,7 @@ def nightly_summary(context: dg.ScheduleEvaluationContext):
     left to the automation, which holds them until those runs are done (two runs on the queue
     are not ordered)."""
     graph = context.repository_def.asset_graph
-    freshness = Freshness(context.instance, graph)
+    freshness = kept_freshness(context.instance, graph)
     datasets = context.instance.get_dynamic_partitions(DATASETS)
     stale = [(key, partition) for key in sorted(summary_selection.resolve(graph))
              for partition in (datasets if graph.get(key).partitions_def is not None else [None])
@@ -163,6 +168,18 @@ def nightly_summary(context: dg.ScheduleEvaluationContext):
     day = f"{context.scheduled_execution_time:%Y-%m-%d}"
     return [dg.RunRequest(run_key=f"{day}-{partition}" if partition else day, partition_key=partition,
                           asset_selection=keys) for keys, partition in summary_runs(stale, whole_after_several=False)]
+
+
+@dg.schedule(cron_schedule="0 3 * * *", job=summary_job, default_status=dg.DefaultScheduleStatus.RUNNING)
+def freshness_reconcile(context: dg.ScheduleEvaluationContext):
+    """At 03:00, check the states the instance keeps (what every tick, ``status`` and ``run``
+    read) against a full walk of Dagster's stale status; any difference fails the tick with the
+    partitions named (and the walk's states are kept). Requests no run."""
+    differences = reconcile(context.instance, context.repository_def.asset_graph)
+    if differences:
+        raise RuntimeError(f"{len(differences)} kept states differ from a full walk (kept now as the walk found them): "
+                           + "; ".join(differences[:20]))
+    return dg.SkipReason("the kept states equal a full walk")
 
 
 K = TypeVar("K")
@@ -223,4 +240,4 @@ JOBS = [refresh_datasets_job, summary_job, dataset_evaluation_job, evaluation_jo
         *task_evaluation_jobs.values()]
 nightly_task_refresh = [nightly_freeze(job, task_datasets_name(family), f"nightly_refresh_{family}")
                         for family, job in task_freeze_jobs.items()]
-SCHEDULES = [nightly_refresh, *nightly_task_refresh, nightly_summary]
+SCHEDULES = [nightly_refresh, *nightly_task_refresh, nightly_summary, freshness_reconcile]

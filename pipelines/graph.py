@@ -25,10 +25,11 @@ from embedpyramid.config.ann import IndexSpec, load_ann_config
 from embedpyramid.config.base import yaml_sources
 from embedpyramid.config.systems import SystemsConfig
 from embedpyramid.store import StorePath
+from graphbase.config_observation import facet_source_asset
 from graphbase.facets import config_facets
-from graphbase.freshness import facet_source_asset, provide_location_graph, up_to_date_checks
 from graphbase.partitions import check_ann_asset_names, check_system_asset_names
 from graphbase.pools import model_step_tags
+from graphbase.up_to_date import provide_location_graph, up_to_date_checks
 from pipelines.automation import (
     DEFAULT_SENSOR_INTERVAL,
     JOBS,

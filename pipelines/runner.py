@@ -2,7 +2,7 @@
 Dagster UI shows.
 
 Like the UI's "materialize stale and missing", asked of Dagster itself: the config facets are
-reported (:func:`graphbase.freshness.observe_config`), then every selected partition whose
+reported (:func:`graphbase.config_observation.observe_config`), then every selected partition whose
 Dagster state is missing, stale or failed is materialized, in waves — a wave materializes what
 needs work now, after which Dagster says what else turned stale because an upstream data
 version really changed (exactly what the automation requests tick by tick). Identical data
@@ -34,19 +34,13 @@ from embedpyramid.config.selection import select_datasets, select_models
 from embedpyramid.current_inputs import excluded_keys, task_asset_name
 from embedpyramid.rendering.tables import first_few
 from embedpyramid.store import ArtifactStore, StorePath
-from graphbase.freshness import (
-    AssetState,
-    Freshness,
-    graph_signature,
-    known_fresh,
-    observe_config,
-    remember_fresh,
-    report_up_to_date,
-    summary_inputs,
-)
+from graphbase.config_observation import observe_config
+from graphbase.freshness import AssetState, Freshness, summary_inputs
+from graphbase.freshness_store import every_fresh
 from graphbase.home import DataFolderLock
 from graphbase.instance import fail_abandoned_runs, open_instance, run_history_errors, run_tags
 from graphbase.partitions import model_dataset_key, model_dataset_partitions
+from graphbase.up_to_date import report_up_to_date
 from graphbase.warm import UP_TO_DATE_LINE
 from pipelines.automation import dataset_evaluation_job, summary_job, summary_runs
 from pipelines.session import Session, open_session, selection_targets, summary_targets
@@ -119,11 +113,10 @@ def run_pipeline(
             shown = len(report.config_changes) if verbose else SHOWN
             log(f"config changed: {first_few(report.config_changes, 'settings', shown=shown)}")
         asked = selection_targets(session, selected_models, selected_datasets)
-        signature = graph_signature(session.defs.resolve_asset_graph(), asked)
-        if known_fresh(session.instance, signature):
+        if every_fresh(session.freshness(), asked):
             log(UP_TO_DATE_LINE)
             report.skipped = [(model.key, dataset) for dataset in selected_datasets for model in selected_models]
-            remember_warm_selection(session, selected_models, selected_datasets, signature)
+            remember_warm_selection(session, selected_models, selected_datasets, asked)
             return report
         tags = run_tags(session.config.directory, command)
         _announce_freezing(session, selected_datasets)
@@ -138,8 +131,7 @@ def run_pipeline(
         report_up_to_date(session.instance, session.defs.resolve_asset_graph(), settled)
         if (not report.failures and healthy == selected_datasets and report.summary_skipped is None
                 and not report.summary_excludes):
-            remember_fresh(session.instance, signature)
-            remember_warm_selection(session, selected_models, selected_datasets, signature)
+            remember_warm_selection(session, selected_models, selected_datasets, asked)
     return report
 
 

@@ -14,8 +14,10 @@ import dagster as dg
 from embedpyramid import progress
 from embedpyramid.config import ProjectConfig, ResolvedModel, load_config
 from embedpyramid.store import ArtifactStore, StorePath
+from graphbase.config_observation import pending_facet_versions
 from graphbase.dagster_internals import release_connections
-from graphbase.freshness import UP_TO_DATE, AssetState, Freshness, pending_facet_versions
+from graphbase.freshness import AssetState, Freshness
+from graphbase.freshness_store import kept_freshness
 from graphbase.instance import abandoned_runs, bind, open_instance
 from graphbase.partitions import (
     apply_partition_sync,
@@ -25,6 +27,7 @@ from graphbase.partitions import (
     task_family_assets,
 )
 from graphbase.pools import ensure_pools
+from graphbase.up_to_date import UP_TO_DATE
 from pipelines.automation import (
     evaluation_job,
     refresh_datasets_job,
@@ -62,6 +65,8 @@ class Session:
     """Config facet versions read as observed without being recorded (a read-only session)."""
     abandoned: frozenset[str] = frozenset()
     """Runs whose process is gone, read as failed without being marked (a read-only session)."""
+    record: bool = True
+    """Whether the states read are written back to the instance's store (not by ``status``)."""
     _freshness: tuple[int | None, Freshness] | None = field(default=None, init=False, repr=False)
 
     def detail(self, line: str) -> None:
@@ -72,13 +77,12 @@ class Session:
     def freshness(self) -> Freshness:
         """The states of the graph's partitions as the instance holds them now: the same object,
         with every state it has read, until anything new is recorded in the event log (a run, a
-        failure, a config version: by this process or another), then a new one. Dagster's stale
-        answer for a partition costs a dozen event-log queries; the waves of a run ask it again
-        for the same partitions between two runs."""
+        failure, a config version: by this process or another), then the kept states brought up
+        to date with what changed (:func:`~graphbase.freshness_store.kept_freshness`)."""
         mark = self.instance.event_log_storage.get_maximum_record_id()
         if self._freshness is None or self._freshness[0] != mark:
-            self._freshness = (mark, Freshness(self.instance, self.defs.resolve_asset_graph(), pending=self.pending,
-                                               abandoned=self.abandoned))
+            self._freshness = (mark, kept_freshness(self.instance, self.defs.resolve_asset_graph(), pending=self.pending,
+                                                    abandoned=self.abandoned, record=self.record))
         return self._freshness[1]
 
     def states(self, assets: Sequence[str], partition: str | None,
@@ -225,4 +229,4 @@ def read_only_session(config: ProjectConfig, data_dir: str | StorePath, instance
     defs = build_definitions(config.directory, store.root)
     instance = instance or open_instance(store.root)
     return Session(config, store, defs, instance, print, False, pending=pending_facet_versions(instance, config),
-                   abandoned=frozenset(run.run_id for run in abandoned_runs(instance)))
+                   abandoned=frozenset(run.run_id for run in abandoned_runs(instance)), record=False)

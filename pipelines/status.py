@@ -12,11 +12,8 @@ from embedpyramid.config import ResolvedModel, load_config
 from embedpyramid.config.selection import select_datasets, select_models
 from embedpyramid.store import StorePath, store_path
 from graphbase.dagster_internals import release_connections
-from graphbase.freshness import (
-    AssetState,
-    graph_signature,
-    known_fresh,
-)
+from graphbase.freshness import AssetState
+from graphbase.freshness_store import every_fresh, kept_freshness
 from graphbase.instance import run_history_errors
 from graphbase.partitions import model_dataset_key
 from graphbase.warm import LevelStatus, remember_warm
@@ -54,20 +51,18 @@ def project_status(
     config's new versions are read as if observed, so what this prints is what ``run`` would do
     and what the UI shows once it has, and the instance stays as it was for everyone else. When
     the config holds no new version, no run was abandoned and Dagster last found the whole
-    selection fresh with nothing recorded since (:func:`~graphbase.freshness.known_fresh`, the
-    memo a ``run`` leaves), every level is fresh without asking again, and the warm start's file
-    beside the run history (:mod:`graphbase.warm`, no part of the instance's records) keeps that
-    answer for the next command.
+    selection fresh in the states the instance keeps (:mod:`graphbase.freshness_store`), the warm
+    start's file beside the run history (:mod:`graphbase.warm`, no part of the instance's
+    records) keeps that answer for the next command.
     """
     with run_history_errors(store_path(data_dir)):
         config = load_config(configs_dir)
         selected_models, selected_datasets = select_models(config, models), select_datasets(config, datasets)
         session = read_only_session(config, data_dir, instance)
-        signature = graph_signature(session.defs.resolve_asset_graph(),
-                                    selection_targets(session, selected_models, selected_datasets))
-        if not session.pending and not session.abandoned and known_fresh(session.instance, signature):
+        asked = selection_targets(session, selected_models, selected_datasets)
+        if not session.pending and not session.abandoned and every_fresh(session.freshness(), asked):
             rows = _fresh_rows(session, selected_models, selected_datasets)
-            remember_warm_selection(session, selected_models, selected_datasets, signature, rows)
+            remember_warm_selection(session, selected_models, selected_datasets, asked, rows)
             return rows
         return _level_rows(session, selected_models, selected_datasets, session.states)
 
@@ -98,15 +93,16 @@ def _level_rows(session: Session, models: Sequence[ResolvedModel], datasets: Seq
     return rows
 
 
-def remember_warm_selection(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str], signature: str,
-                   rows: Sequence[LevelStatus] | None = None) -> None:
-    """Keep Dagster's "all fresh" of this selection for the warm start (:mod:`graphbase.warm`),
-    confirmed by Dagster's own memo once the run history's files are read. The event log's
-    connections are closed before those files are read and after Dagster is asked, so that they
-    are read as the next command finds them."""
+def remember_warm_selection(session: Session, models: Sequence[ResolvedModel], datasets: Sequence[str],
+                            asked: Sequence[tuple[str, str | None]], rows: Sequence[LevelStatus] | None = None) -> None:
+    """Keep Dagster's "all fresh" of this selection (``asked``: its (asset, partition) pairs) for
+    the warm start (:mod:`graphbase.warm`), confirmed by the instance's states once the run
+    history's files are read. The event log's connections are closed before those files are
+    read and after Dagster is asked, so that they are read as the next command finds them."""
     def still_fresh() -> bool:
         try:
-            return known_fresh(session.instance, signature)
+            return every_fresh(kept_freshness(session.instance, session.defs.resolve_asset_graph(),
+                                              record=session.record), asked)
         finally:
             release_connections(session.instance)
 

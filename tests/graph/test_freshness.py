@@ -9,15 +9,10 @@ from graph_helpers import beir_folder, plan_and_automation, quick_protocol, requ
 
 from assets.retrieval import EXACT_TOPK, l2_retrieval
 from embedpyramid.config import load_config
+from graphbase.conditions import EVALUATE_WHEN_STALE, SUMMARIZE_WHEN_STALE, UpstreamBusy, WaitsForOtherPartition
+from graphbase.config_observation import config_observations
 from graphbase.dagster_internals import DATA_VERSION_TAG
 from graphbase.facets import MODEL_CARD
-from graphbase.freshness import (
-    EVALUATE_WHEN_STALE,
-    SUMMARIZE_WHEN_STALE,
-    UpstreamBusy,
-    WaitsForOtherPartition,
-    config_observations,
-)
 from graphbase.instance import bind, open_instance
 from graphbase.partitions import MODELS, model_dataset_key
 from pipelines import graph

@@ -12,7 +12,8 @@ from graph_helpers import embeddings_reply, requested_by_automation, started_run
 from stub_server import StubServer
 
 from embedpyramid.config import load_config
-from graphbase.freshness import AUTOMATION_RETRIES, observe_config
+from graphbase.conditions import AUTOMATION_RETRIES
+from graphbase.config_observation import observe_config
 from graphbase.instance import open_instance
 from graphbase.partitions import model_dataset_key
 from graphbase.pools import API_POOL_PREFIX, ENCODER_POOL, GPU_POOL, K8S_CONFIG_TAG, card_pool, ensure_pools

@@ -17,9 +17,10 @@ import polars as pl
 from graph_helpers import beir_folder, quick_protocol, toy
 
 from embedpyramid.config import load_config
-from graphbase.freshness import UP_TO_DATE, observe_config, report_up_to_date
+from graphbase.config_observation import observe_config
 from graphbase.instance import read_binding
 from graphbase.partitions import MODELS, model_dataset_key
+from graphbase.up_to_date import UP_TO_DATE, report_up_to_date
 from graphbase.warm import UP_TO_DATE_LINE
 from pipelines.automation import nightly_refresh, nightly_summary, nightly_task_refresh
 from pipelines.graph import build_definitions
@@ -100,7 +101,7 @@ def test_status_after_a_card_edit_lists_exactly_what_the_next_run_materializes(w
                            datasets={"tiny": {"loader": "beir", "path": str(tmp_path / "tiny-beir")}},
                            protocol=quick_protocol())
     session = open_session(edited, data, instance, log=lambda _: None, verbose=False)
-    from graphbase.freshness import observe_config
+    from graphbase.config_observation import observe_config
 
     observe_config(instance, session.config)
     states = selection_states(session, list(session.config.models.values()), ["tiny"])
