@@ -98,11 +98,12 @@ def remember_warm_selection(session: Session, models: Sequence[ResolvedModel], d
     """Keep Dagster's "all fresh" of this selection (``asked``: its (asset, partition) pairs) for
     the warm start (:mod:`graphbase.warm`), confirmed by the instance's states once the run
     history's files are read. The event log's connections are closed before those files are
-    read and after Dagster is asked, so that they are read as the next command finds them."""
+    read and after Dagster is asked, so that they are read as the next command finds them; the
+    confirmation writes nothing (kept states written then would change the files just read)."""
     def still_fresh() -> bool:
         try:
             return every_fresh(kept_freshness(session.instance, session.defs.resolve_asset_graph(),
-                                              record=session.record), asked)
+                                              record=False), asked)
         finally:
             release_connections(session.instance)
 

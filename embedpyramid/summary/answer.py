@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from embedpyramid.stats.student_t import t_quantile
 from embedpyramid.store import StorePath, read_json
 from embedpyramid.summary.report import VERDICT_FILE, headline_metrics, verdict_lines
 from embedpyramid.summary.results import query_results, sql_literal
@@ -69,9 +70,7 @@ def _t_interval(mean: float, sd: float | None, n: int) -> tuple[float, float] | 
     """The 95% t interval of a mean over ``n`` queries (none below two)."""
     if n < 2 or sd is None or not math.isfinite(sd):
         return None
-    from scipy.stats import t
-
-    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
     return mean - half, mean + half
 
 

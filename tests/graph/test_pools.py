@@ -11,7 +11,7 @@ import dagster as dg
 from graph_helpers import embeddings_reply, requested_by_automation, started_run
 from stub_server import StubServer
 
-from embedpyramid.config import load_config
+from embedpyramid.config import TASK_FAMILIES, load_config
 from graphbase.conditions import AUTOMATION_RETRIES
 from graphbase.config_observation import observe_config
 from graphbase.instance import open_instance
@@ -28,8 +28,7 @@ GPU_CARD = {"backend": "sentence-transformers", "source": {"package": "gt_all_mi
 MODEL_RUNNING = {*(f"{kind}_embeddings/{kind}_{op}" for kind in ("query", "document")
                    for op in ("encode_shard", "write_tables")),
                  "raw_query_embeddings", "raw_document_embeddings", "efficiency",
-                 *(f"{family}_embeddings" for family in ("sts", "pair_classification", "classification", "clustering",
-                                                         "bitext"))}
+                 *(f"{family}_embeddings" for family in TASK_FAMILIES)}
 ONE_GPU = {"container_config": {"resources": {"limits": {"nvidia.com/gpu": "1"}}}}
 
 

@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 from graph_helpers import beir_folder, quick_protocol, toy
 
-from embedpyramid.config import load_config
+from embedpyramid.config import TASK_FAMILIES, load_config
 from graphbase.config_observation import observe_config
 from graphbase.instance import read_binding
 from graphbase.partitions import MODELS, model_dataset_key
@@ -233,8 +233,7 @@ def test_the_nightly_refresh_freezes_every_dataset_with_data(write_configs, tmp_
     by_schedule = {schedule.name: [request.partition_key for request in schedule.evaluate_tick(context).run_requests]
                    for schedule in [nightly_refresh, *nightly_task_refresh]}
     assert by_schedule["nightly_refresh"] == ["tiny"] and by_schedule["nightly_refresh_sts"] == ["lee"]
-    assert {schedule.job_name for schedule in nightly_task_refresh} == {
-        "freeze_sts", "freeze_pair_classification", "freeze_classification", "freeze_clustering", "freeze_bitext"}
+    assert {schedule.job_name for schedule in nightly_task_refresh} == {f"freeze_{family}" for family in TASK_FAMILIES}
 
 
 def test_up_to_date_checks_warn_on_stale_assets_and_pass_once_evaluated(write_configs, tmp_path):

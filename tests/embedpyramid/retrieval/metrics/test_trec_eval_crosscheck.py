@@ -212,7 +212,7 @@ def test_negative_grades_are_treated_as_trec_eval_treats_them(gain: str) -> None
     measures = [Measure("nDCG", 10), Measure("MAP", 20)]
     result = evaluate_run(run, negative, measures, MetricConventions(gain=gain))
     remapped = negative.with_columns(
-        pl.when(pl.col("relevance") > 0).then(2 ** pl.col("relevance") - 1).otherwise(pl.col("relevance"))
+        pl.when(pl.col("relevance") > 0).then(2 ** pl.col("relevance").clip(lower_bound=0) - 1).otherwise(pl.col("relevance"))
         .cast(pl.Int64).alias("relevance")) if gain == "exponential" else negative
     expected = trec_eval_values(remapped, 1, lambda depth: as_given(run, depth))
     assert_matches_trec_eval(result, expected)
@@ -226,7 +226,7 @@ def test_exponential_gain_matches_trec_eval_with_remapped_grades() -> None:
     result = evaluate_run(run, qrels, ndcg, MetricConventions(gain="exponential", ties="trec_eval"))
     remapped = qrels.with_columns(
         pl.when(pl.col("relevance") > 0)
-        .then(2 ** pl.col("relevance") - 1)
+        .then(2 ** pl.col("relevance").clip(lower_bound=0) - 1)
         .otherwise(0)
         .cast(pl.Int64)
         .alias("relevance")
