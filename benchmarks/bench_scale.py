@@ -309,6 +309,15 @@ def _high_water_mark() -> int:
     return 0
 
 
+def _resident() -> int:
+    """The process's RSS now (VmRSS), in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def _reset_high_water_mark() -> None:
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")
@@ -324,7 +333,9 @@ class StepMeter:
     written and resets the kernel's RSS high-water mark; at the step's end it writes one JSON line
     (step, level, seconds, cpu_seconds, peak_rss_bytes, written_bytes) to ``record``. The run's
     peak is the largest mark read, between steps included. ``kill_at`` (a level) SIGKILLs the
-    process when that level's first step starts (``encode``: its second step, so one is done)."""
+    process when that level's first step starts (``encode``: its second step, so one is done).
+    Each step's line also holds the RSS at its start and end: what earlier steps left resident
+    (Python's and the allocator's pools keep freed memory) apart from what the step itself adds."""
 
     def __init__(self, instance, record: Path, kill_at: str | None = None):
         self.record = record.open("a", encoding="utf-8")
@@ -332,6 +343,7 @@ class StepMeter:
         self.open: dict[str, tuple[float, float, int]] = {}
         self.since: dict[str, tuple[float, float, int]] = {}
         self.step_peak: dict[str, int] = {}
+        self.start_rss: dict[str, int] = {}
         self.peak = _high_water_mark()
         handle = instance.handle_new_event
 
@@ -354,6 +366,7 @@ class StepMeter:
                 if self.seen_at_kill == (2 if self.kill_at == "encode" else 1):
                     os.kill(os.getpid(), signal.SIGKILL)
             _reset_high_water_mark()
+            self.start_rss[step] = _resident()
             self.open[step] = self.mark()
             self.since[step] = self.open[step]
         elif kind == "ASSET_MATERIALIZATION" and step in self.open:
@@ -370,7 +383,8 @@ class StepMeter:
             figures["peak_rss_bytes"] = max(figures["peak_rss_bytes"], self.step_peak.pop(step, 0))
             self.peak = max(self.peak, figures["peak_rss_bytes"])
             self.write({"event": "success" if kind == "STEP_SUCCESS" else "failure", "step": step,
-                        "level": level_of(step), **figures})
+                        "level": level_of(step), "start_rss_bytes": self.start_rss.pop(step, 0),
+                        "end_rss_bytes": _resident(), **figures})
 
     @staticmethod
     def mark() -> tuple[float, float, int]:
@@ -426,7 +440,8 @@ def folder_bytes(folder: Path) -> int:
 
 def by_level(lines: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per level, and per asset of L1, L2 and L4 (``L4:ann_hnsw32``): summed wall, CPU and bytes
-    written, the largest peak RSS, the number of steps (or materializations)."""
+    written, the largest peak RSS, the largest RSS at a step's start (what the steps before left),
+    the number of steps (or materializations)."""
     levels: dict[str, dict[str, float]] = {}
     for line in lines:
         if line["event"] == "success":
@@ -437,7 +452,8 @@ def by_level(lines: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             continue
         for name in names:
             row = levels.setdefault(name, {"seconds": 0.0, "cpu_seconds": 0.0, "peak_rss_bytes": 0,
-                                           "written_bytes": 0, "steps": 0})
+                                           "start_rss_bytes": 0, "written_bytes": 0, "steps": 0})
+            row["start_rss_bytes"] = max(row["start_rss_bytes"], line.get("start_rss_bytes", 0))
             row["seconds"] += line["seconds"]
             row["cpu_seconds"] += line["cpu_seconds"]
             row["written_bytes"] += line["written_bytes"]
@@ -557,7 +573,7 @@ def measure_size(scratch: Path, model: Path, shape: CorpusShape, sample: int, ke
     steps_seconds = sum(row["seconds"] for name, row in levels.items() if ":" not in name)
     steps_cpu = sum(row["cpu_seconds"] for name, row in levels.items() if ":" not in name)
     levels["orchestration"] = {"seconds": run["seconds"] - steps_seconds, "cpu_seconds": run["cpu_seconds"] - steps_cpu,
-                               "peak_rss_bytes": 0, "written_bytes": 0, "steps": 0}
+                               "peak_rss_bytes": 0, "start_rss_bytes": 0, "written_bytes": 0, "steps": 0}
     vector_bytes, dim = document_vector_bytes(data)
     disk = {child.name: folder_bytes(child) for child in sorted(data.iterdir()) if child.is_dir()}
     checks = {"exact_vs_faiss": check_exact_against_faiss(data, sample),
@@ -656,8 +672,8 @@ def print_size(row: dict[str, Any], exponents: dict[str, dict[str, Any]]) -> Non
           f"run {row['seconds']:.0f} s, {row['cpu_seconds']:.0f} CPU-s, peak RSS {row['peak_rss_bytes'] / MIB:,.0f} MiB "
           f"(floor {row['floor_rss_bytes'] / MIB:,.0f} MiB); document vectors {row['document_vector_bytes'] / MIB:,.0f} MiB "
           f"({row['dim']}-d)")
-    print(f"  {'level':<28} {'wall s':>9} {'CPU s':>9} {'peak RSS MiB':>13} {'written MiB':>12} {'steps':>6} "
-          f"{'exp wall':>9} {'exp CPU':>8}")
+    print(f"  {'level':<28} {'wall s':>9} {'CPU s':>9} {'peak RSS MiB':>13} {'at start':>9} {'written MiB':>12} "
+          f"{'steps':>6} {'exp wall':>9} {'exp CPU':>8}")
     for name in sorted(row["levels"], key=lambda n: (n.split(":")[0] not in LEVELS, _order(n), n)):
         level = row["levels"][name]
         grown = exponents.get(name, {})
@@ -667,7 +683,8 @@ def print_size(row: dict[str, Any], exponents: dict[str, dict[str, Any]]) -> Non
             return f"{value:>9.2f}" if value is not None else f"{'':>9}"
 
         print(f"  {label:<28} {level['seconds']:>9.1f} {level['cpu_seconds']:>9.1f} "
-              f"{level['peak_rss_bytes'] / MIB:>13,.0f} {level['written_bytes'] / MIB:>12,.1f} {level['steps']:>6} "
+              f"{level['peak_rss_bytes'] / MIB:>13,.0f} {level['start_rss_bytes'] / MIB:>9,.0f} "
+              f"{level['written_bytes'] / MIB:>12,.1f} {level['steps']:>6} "
               f"{shown(grown.get('wall'))}{shown(grown.get('cpu'))}")
     print("  on disk: " + ", ".join(f"{name} {size / MIB:,.1f} MiB" for name, size in row["disk_bytes"].items()))
     faiss_check, trec = row["checks"]["exact_vs_faiss"], row["checks"]["metrics_vs_pytrec_eval"]
@@ -736,6 +753,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 and resume["final_metrics_equal_uninterrupted"] is not False),
         "equal_outputs": all(check["equal"] for row in rows for check in row["checks"].values()),
     }
+    met = {name: passed for name, passed in met.items() if passed is not None}  # a target not measured is not met or missed
     print()
     if exponents:
         over = {name: grown for name, grown in exponents.items() if not grown["met"]}
@@ -768,7 +786,7 @@ def main(argv: list[str] | None = None) -> int:
                "level_peak_rss_over_query_document_matrix": MATRIX_SHARE, "documents_for_the_verdict": 1_000_000}
     print(json.dumps(record_result("bench_scale", {"benchmark": "scale", "figures": figures, "targets": targets,
                                                    "met": met})))
-    return 0 if all(value is not False for value in met.values()) else 1
+    return 0 if all(met.values()) else 1
 
 
 class scratch_folder:
