@@ -55,15 +55,16 @@ Targets (PASS/FAIL each):
   under half of one float32 queries × documents matrix.
 - ``resumes``: at ``--resume-documents`` (default: the smallest size), a run killed with SIGKILL
   at the first step of each level in turn (the encode after its first shard) and started again
-  never starts a step that an earlier run finished, and the final per-query metrics equal those of
-  the uninterrupted run of the same size.
+  never starts a step that an earlier run finished (an encode's plan aside: it lists the shards
+  left), and the final per-query metrics equal those of the uninterrupted run of the same size.
+  The card's shards are 4,096 texts, fewer below 32,768 documents (eight shards at least).
 - ``equal_outputs``: the two reference checks above.
 
 Prints a table per size, the exponents and the targets, then ONE JSON line (recorded by
 ``benchmarks/results.py``).
 
     python benchmarks/bench_scale.py [--documents 10000,100000,1000000] [--queries 10000]
-        [--resume-documents N] [--resume-levels encode,L1,L2,L4,L5,summary] [--scratch DIR]
+        [--resume-documents N] [--resume-levels L5,encode,L2,L4,L1,summary] [--scratch DIR]
 """
 
 from __future__ import annotations
@@ -100,8 +101,11 @@ RSS_TARGET = 2.5
 MATRIX_SHARE = 0.5
 MATRIX_FROM_DOCUMENTS = 100_000
 CHUNK_DOCUMENTS = 50_000
+DEFAULT_SHARD_SIZE = 4096
 LEVELS = ("data", "encode", "L1", "L2", "L4", "L5", "efficiency", "summary")
-RESUME_LEVELS = ("encode", "L1", "L2", "L4", "L5", "summary")
+RESUME_LEVELS = ("L5", "encode", "L2", "L4", "L1", "summary")
+"""The levels the resume test kills the run at, in the order the runner first reaches them (L5's
+BM25 is model-independent and runs before the encode; L1 after L4 and L5's fusions)."""
 # Known build complexities of L4 specs whose cost is not linear in N by design: the exponent
 # between n1 and n2 that each implies, and what to call it.
 KNOWN_COMPLEXITY: dict[str, tuple[str, Callable[[int, int], float]]] = {
@@ -257,13 +261,17 @@ def write_corpus(folder: Path, shape: CorpusShape) -> dict[str, Any]:
 # --- the config folder -------------------------------------------------------------------------------------
 
 
-def write_configs(folder: Path, beir: Path, model: Path) -> Path:
+def write_configs(folder: Path, beir: Path, model: Path, documents: int) -> Path:
     """The default pyramid over one card and one BEIR dataset: ``configs/``'s protocol (the card
     as its baseline) and ann.yaml as they are, its systems.yaml without the bi-encoder reranks
-    (each needs a second card), no judge.yaml (L6 is not part of this benchmark)."""
+    (each needs a second card), no judge.yaml (L6 is not part of this benchmark). The card's shards
+    are the default 4,096 texts, fewer below 32,768 documents so that a small corpus still has
+    eight shards to resume from (a run setting: recorded, not hashed)."""
     folder.mkdir(parents=True, exist_ok=True)
+    shard_size = min(DEFAULT_SHARD_SIZE, max(64, documents // 8))
     card = {"backend": "model2vec", "source": {"path": str(model)}, "pooling": "backend", "normalize": True,
-            "dtype": "float32", "max_tokens": 512, "run": {"batch_size": 1024, "threads": 2}}
+            "dtype": "float32", "max_tokens": 512,
+            "run": {"batch_size": 1024, "threads": 2, "shard_size": shard_size}}
     (folder / "models.yaml").write_text(yaml.safe_dump({"models": {CARD: card}}, sort_keys=False))
     (folder / "datasets.yaml").write_text(yaml.safe_dump(
         {"datasets": {DATASET: {"loader": "beir", "path": str(beir), "role": "own"}}}, sort_keys=False))
@@ -300,6 +308,12 @@ def level_of(step: str) -> str:
     return "summary"
 
 
+def is_plan(step: str) -> bool:
+    """Whether a step only plans an encode (lists the shards still to encode): no work of its own,
+    so a resumed encode plans again."""
+    return step.split("[", 1)[0].endswith("_shard_plan")
+
+
 def _high_water_mark() -> int:
     """The process's peak RSS since the last reset (VmHWM), in bytes."""
     with open("/proc/self/status") as status:
@@ -333,7 +347,8 @@ class StepMeter:
     written and resets the kernel's RSS high-water mark; at the step's end it writes one JSON line
     (step, level, seconds, cpu_seconds, peak_rss_bytes, written_bytes) to ``record``. The run's
     peak is the largest mark read, between steps included. ``kill_at`` (a level) SIGKILLs the
-    process when that level's first step starts (``encode``: its second step, so one is done).
+    process when that level's first step starts (``encode``: its second step beside the plans, so
+    one shard is done).
     Each step's line also holds the RSS at its start and end: what earlier steps left resident
     (Python's and the allocator's pools keep freed memory) apart from what the step itself adds."""
 
@@ -361,7 +376,7 @@ class StepMeter:
         if kind == "STEP_START":
             self.peak = max(self.peak, _high_water_mark())
             self.write({"event": "start", "step": step, "level": level_of(step)})
-            if self.kill_at == level_of(step):
+            if self.kill_at == level_of(step) and not is_plan(step):
                 self.seen_at_kill += 1
                 if self.seen_at_kill == (2 if self.kill_at == "encode" else 1):
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -561,7 +576,7 @@ def measure_size(scratch: Path, model: Path, shape: CorpusShape, sample: int, ke
     start = time.perf_counter()
     counts = write_corpus(folder / "beir", shape)
     generate_seconds = time.perf_counter() - start
-    configs = write_configs(folder / "configs", folder / "beir", model)
+    configs = write_configs(folder / "configs", folder / "beir", model, shape.documents)
     data, record = folder / "data", folder / "steps.jsonl"
     code = run_child(configs, data, record)
     lines = read_record(record)
@@ -594,12 +609,18 @@ def resume_test(scratch: Path, model: Path, shape: CorpusShape, levels: list[str
                 reference: Path | None) -> dict[str, Any]:
     """Kill the pipeline at the first step of each of ``levels`` in turn (SIGKILL from inside the
     process, at the step's start) and run it again each time; then once to the end. Checked: no
-    run starts a step that an earlier run finished, each killed run died by SIGKILL, and the final
+    run starts a step that an earlier run finished (an encode's plan aside: it lists the shards
+    left, which is how the encode resumes), each killed run died by SIGKILL, and the final
     per-query metrics equal ``reference``'s (an uninterrupted run's data folder) when given."""
+    if reference is not None and (reference.parent / "steps.jsonl").is_file():
+        # Kill in the order the uninterrupted run reached the levels: a level the runner has
+        # already finished when its kill is due would never be killed.
+        reached = [line["level"] for line in read_record(reference.parent / "steps.jsonl") if line["event"] == "start"]
+        levels = sorted(levels, key=lambda level: reached.index(level) if level in reached else len(reached))
     folder = scratch / f"resume-n{shape.documents}"
     shutil.rmtree(folder, ignore_errors=True)
     write_corpus(folder / "beir", shape)
-    configs = write_configs(folder / "configs", folder / "beir", model)
+    configs = write_configs(folder / "configs", folder / "beir", model, shape.documents)
     data = folder / "data"
     finished: set[str] = set()
     redone: list[str] = []
@@ -608,7 +629,7 @@ def resume_test(scratch: Path, model: Path, shape: CorpusShape, levels: list[str
         record = folder / f"attempt-{attempt}.jsonl"
         code = run_child(configs, data, record, kill_at)
         lines = read_record(record) if record.is_file() else []
-        started = {line["step"] for line in lines if line["event"] == "start"}
+        started = {line["step"] for line in lines if line["event"] == "start" and not is_plan(line["step"])}
         redone += sorted(started & finished)
         finished |= {line["step"] for line in lines if line["event"] == "success"}
         if kill_at is not None:
@@ -625,7 +646,7 @@ def resume_test(scratch: Path, model: Path, shape: CorpusShape, levels: list[str
 
         same_metrics = metrics(data).equals(metrics(reference))
     shutil.rmtree(folder)
-    return {"documents": shape.documents, "queries": shape.queries, "killed_at": levels,
+    return {"documents": shape.documents, "queries": shape.queries, "killed_at": levels, "exit_codes": killed,
             "killed_by_sigkill": all(code == -signal.SIGKILL for code in killed.values()),
             "steps_started_again": redone, "final_metrics_equal_uninterrupted": same_metrics}
 
@@ -707,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--sample-queries", type=int, default=200, help="queries checked against FAISS and pytrec_eval")
     parser.add_argument("--resume-documents", type=int, default=None, help="size of the kill -9 test (default: smallest; 0: skip)")
-    parser.add_argument("--resume-levels", default=",".join(RESUME_LEVELS), help="levels to kill the run at, in order")
+    parser.add_argument("--resume-levels", default=",".join(RESUME_LEVELS), help="levels to kill the run at (ordered as the uninterrupted run reached them)")
     parser.add_argument("--scratch", default=None, help="folder for the corpora and data folders (default: a temporary one)")
     parser.add_argument("--model-cache", default=str(Path.home() / ".cache" / "embedpyramid" / "bench_scale"),
                         help="where the distilled static model is kept")
