@@ -38,6 +38,7 @@ def exact_topk(part: Partition) -> dg.MaterializeResult:
         config.protocol.depth, config.protocol.search, search_metric(model.similarity, model.card.normalize),
         progress=partial(report, f"searched documents with {model.key}"),
         ties_at_cut="last" if config.dataset(part.dataset).retrieval_protocol == "mteb" else "first",
+        device=model.card.run.device if not model.is_remote else "cpu",
     )
     run_dir = store.run_dir(part.dataset, model.key)
     write_parquet(result.table(), run_dir / f"{EXACT}.parquet")

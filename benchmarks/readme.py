@@ -90,6 +90,25 @@ BENCHMARKS = (
               (Figure("{} texts", "figures.texts"),
                Figure("encode {}×", "figures.encode_over_in_memory"),
                Figure("search {}×", "figures.search_over_in_memory"))),
+    Benchmark("bench_scale.py",
+              "every level's CPU grows at most linearly in documents (exponent ≤ {GROWTH_TARGET:g}; HNSW and IVF "
+              "builds their stated complexity); peak RSS ≤ {RSS_TARGET:g}× one card's document vectors; no level near a "
+              "queries × documents matrix; resumes after `kill -9` at every level; outputs equal FAISS's and "
+              "pytrec_eval's — at 1,000,000 documents",
+              (Figure("{} documents", "figures.sizes.-1.documents"),
+               Figure("run {} s", "figures.sizes.-1.seconds"),
+               Figure("{} CPU-s", "figures.sizes.-1.cpu_seconds"),
+               Figure("largest growth exponent: {}", "figures.largest_growth"),
+               Figure("peak RSS {}× the document vectors", "figures.peak_rss_over_document_vectors"),
+               Figure("{}× above the floor", "figures.peak_rss_above_floor_over_document_vectors"))),
+    Benchmark("bench_gpu.py",
+              "the pipeline's encode on a GPU ≥ {ENCODE_TARGET:g}× `model.encode`'s speed; exact top-k on the GPU "
+              "gives FAISS's (CPU) ids",
+              (Figure("{}", "figures.device"),
+               Figure("encode {}× `model.encode`", "figures.encode.speed_over_bare"),
+               Figure("exact top-k: the same ids on {} queries", "figures.search.same_ids"),
+               Figure("GPU {} s", "figures.search.gpu_seconds"),
+               Figure("FAISS CPU {} s", "figures.search.faiss_cpu_seconds"))),
     Benchmark("bench_results_db.py",
               "the update reads 2 files at every N; update ≤ {UPDATE_RATIO_TARGET:g}× scratch at the largest N",
               (Figure("{} partitions", "rows.-1.partitions"),

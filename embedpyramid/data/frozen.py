@@ -14,7 +14,9 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from embedpyramid.hashing import sha256_json, sha256_table
 from embedpyramid.store import read_json, read_table, write_json, write_parquet
@@ -104,6 +106,16 @@ def document_texts(corpus: pa.Table) -> list[str]:
     titles = corpus.column("title").to_pylist()
     texts = corpus.column("text").to_pylist()
     return [f"{title} {text}" if title else text for title, text in zip(titles, texts, strict=True)]
+
+
+def document_lengths(corpus: pa.Table) -> np.ndarray:
+    """The length in characters of each document's :func:`document_texts`, ``len`` of the
+    Python string, computed in Arrow: no string of the corpus becomes a Python object (at a
+    million documents those would outweigh the corpus's vectors)."""
+    titles = pc.fill_null(corpus.column("title"), "")
+    texts = pc.utf8_length(pc.fill_null(corpus.column("text"), "")).to_numpy(zero_copy_only=False).astype(np.int64)
+    title_lengths = pc.utf8_length(titles).to_numpy(zero_copy_only=False).astype(np.int64)
+    return texts + np.where(title_lengths > 0, title_lengths + 1, 0)
 
 
 

@@ -15,13 +15,13 @@ import numpy as np
 import polars as pl
 
 from embedpyramid.config import ProjectConfig, ResolvedModel
-from embedpyramid.data import FrozenDataset, document_texts
+from embedpyramid.data import FrozenDataset, document_lengths
 from embedpyramid.encode import cached_embedding_path, read_embedding_metadata, read_embeddings, read_token_counts
 from embedpyramid.geometry.normalization import BASELINE, NormalizationPrice, normalization_price
 from embedpyramid.geometry.norms import GeometryReport, geometry_report, vector_norms
 from embedpyramid.rendering.document import Figure, ReportSection
 from embedpyramid.rendering.svg import histogram_svg
-from embedpyramid.store import ArtifactStore, read_frame, read_json, write_json, write_parquet
+from embedpyramid.store import ArtifactStore, read_frame, read_json, read_table, write_json, write_parquet
 
 PRICE_METRICS = ("nDCG@10", "Recall@10", "MRR@10")
 
@@ -40,10 +40,12 @@ class RawVectors:
 
 
 def read_raw_vectors(store: ArtifactStore, model: ResolvedModel, frozen: FrozenDataset) -> RawVectors:
+    """The raw tables and the documents' lengths. The lengths come first, from the corpus's text
+    columns in Arrow, so the corpus's texts and its vectors are never in memory together."""
+    chars = document_lengths(read_table(frozen.path("corpus"), columns=["title", "text"]))
     query_ids, queries = read_embeddings(cached_embedding_path(store, model, frozen, "query", raw=True))
     document_path = cached_embedding_path(store, model, frozen, "document", raw=True)
     doc_ids, documents = read_embeddings(document_path)
-    chars = np.array([len(text) for text in document_texts(frozen.read("corpus"))], dtype=np.int64)
     return RawVectors(query_ids, queries, doc_ids, documents, chars, read_token_counts(document_path),
                       read_embedding_metadata(document_path)["backend"])
 

@@ -155,18 +155,27 @@ def variant_topk(
       ||d||^2``, the same order for each query), after which ``||q||^2`` (float64) is
       subtracted so the reported score is the exact expansion, rounded to float32.
 
-    Ties break to the smaller document index. The vectors must be finite; the euclidean
-    variants hold one augmented float32 copy of the documents.
+    Ties break to the smaller document index. The vectors must be finite. The documents are
+    normalized (and, for euclidean, augmented) block by block as the search reads them: every
+    step is row-wise and the blocks are the search's own, so the scores are those of the whole
+    transformed matrix to the last bit, and the search holds the raw matrix and one transformed
+    block, never a transformed copy of the corpus.
     """
-    queries, docs = (_unit(raw_queries), _unit(raw_docs)) if variant.normalized else (raw_queries, raw_docs)
-    blocks = {"doc_block_size": doc_block_size, "query_block_size": query_block_size}
+    normalized = _unit if variant.normalized else _same
+    queries = normalized(raw_queries)
+    blocks = {"doc_block_size": doc_block_size, "query_block_size": query_block_size, "n_documents": len(raw_docs)}
+
+    def documents(transform):
+        return (transform(normalized(raw_docs[start : start + doc_block_size]))
+                for start in range(0, len(raw_docs), doc_block_size))
+
     if variant.similarity == "dot":
-        return exact_topk(queries, docs, k, **blocks)
+        return exact_topk(queries, documents(_same), k, **blocks)
     if variant.similarity == "cosine":
-        return exact_topk(_unit(queries), _unit(docs), k, **blocks)
+        return exact_topk(_unit(queries), documents(_unit), k, **blocks)
     scores, indices = exact_topk(
         _augmented(queries, scale=1.0, last_column=1.0),
-        _augmented(docs, scale=2.0, last_column=-(vector_norms(docs) ** 2)),
+        documents(lambda block: _augmented(block, scale=2.0, last_column=-(vector_norms(block) ** 2))),
         k,
         **blocks,
     )
@@ -284,6 +293,10 @@ def normalization_price(
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     return postprocess(vectors, dimension=None, normalize=True, name="normalization ablation")
+
+
+def _same(vectors: np.ndarray) -> np.ndarray:
+    return vectors
 
 
 def _augmented(vectors: np.ndarray, *, scale: float, last_column: float | np.ndarray) -> np.ndarray:

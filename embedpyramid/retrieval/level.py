@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from embedpyramid.config.conventions import MetricConventions
 from embedpyramid.config.measures import Measure
 from embedpyramid.data import FrozenDataset
 from embedpyramid.encode import embedding_rows, iter_embedding_blocks, read_embeddings
+from embedpyramid.retrieval.device_search import exact_topk_torch
 from embedpyramid.retrieval.metrics.evaluate import RetrievalEvaluation, evaluate_run
 from embedpyramid.retrieval.search import Metric, TiesAtCut, exact_topk, run_table
 from embedpyramid.store import PER_QUERY_SCHEMA, read_frame, read_table_metadata, write_parquet
@@ -41,6 +43,7 @@ class SearchResult:
     threads: int
     doc_block_size: int
     query_block_size: int
+    device: str = "cpu"
 
     @property
     def queries_per_second(self) -> float:
@@ -49,7 +52,8 @@ class SearchResult:
     def manifest(self) -> dict[str, Any]:
         return {"metric": self.metric, "seconds": self.seconds, "queries_per_second": self.queries_per_second,
                 "n_queries": self.n_queries, "n_documents": self.n_documents, "threads": self.threads,
-                "doc_block_size": self.doc_block_size, "query_block_size": self.query_block_size}
+                "doc_block_size": self.doc_block_size, "query_block_size": self.query_block_size,
+                "device": self.device}
 
     def table(self) -> pa.Table:
         """The run with :meth:`manifest` in its schema metadata (content hashes ignore it)."""
@@ -58,11 +62,13 @@ class SearchResult:
 
 def search_embeddings(
     query_path: Path, document_path: Path, depth: int, settings: SearchSettings, metric: Metric = "inner_product",
-    progress: Callable[[int, int], None] | None = None, ties_at_cut: TiesAtCut = "first",
+    progress: Callable[[int, int], None] | None = None, ties_at_cut: TiesAtCut = "first", device: str = "cpu",
 ) -> SearchResult:
     """Exact top-``depth`` of every query over every document under ``metric``, as a long-format
     run table. The documents are streamed from their table ``doc_block_size`` rows at a time;
-    documents tied at the cut are kept by ``ties_at_cut`` (:func:`exact_topk`)."""
+    documents tied at the cut are kept by ``ties_at_cut`` (:func:`exact_topk`). On a ``device``
+    other than ``cpu`` (the card's ``run.device``, e.g. ``cuda``) the products and the selection
+    run there with torch, under the same tie rule (:func:`exact_topk_torch`)."""
     query_ids, queries = read_embeddings(query_path)
     doc_ids: list[str] = []
 
@@ -71,15 +77,16 @@ def search_embeddings(
             doc_ids.extend(ids)
             yield vectors
 
+    search = exact_topk if device == "cpu" else partial(exact_topk_torch, device=device)
     start = time.perf_counter()
-    scores, indices = exact_topk(queries, blocks(), depth, metric=metric, doc_block_size=settings.doc_block_size,
-                                 query_block_size=settings.query_block_size, n_documents=embedding_rows(document_path),
-                                 progress=progress, ties_at_cut=ties_at_cut)
+    scores, indices = search(queries, blocks(), depth, metric=metric, doc_block_size=settings.doc_block_size,
+                             query_block_size=settings.query_block_size, n_documents=embedding_rows(document_path),
+                             progress=progress, ties_at_cut=ties_at_cut)
     seconds = time.perf_counter() - start
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else os.cpu_count() or 1
     return SearchResult(run_table(query_ids, doc_ids, scores, indices), seconds, len(query_ids), len(doc_ids), metric,
-                        threads, settings.doc_block_size, settings.query_block_size)
+                        threads, settings.doc_block_size, settings.query_block_size, device)
 
 
 @dataclass(frozen=True)

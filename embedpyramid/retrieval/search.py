@@ -79,7 +79,8 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
-def _prepared_queries(queries: np.ndarray, metric: Metric) -> np.ndarray:
+def prepared_queries(queries: np.ndarray, metric: Metric) -> np.ndarray:
+    """The query vectors whose inner product with :func:`prepared_block`'s ranks under ``metric``."""
     queries = np.ascontiguousarray(queries, np.float32)
     if metric == "cosine":
         return _unit(queries)
@@ -88,7 +89,8 @@ def _prepared_queries(queries: np.ndarray, metric: Metric) -> np.ndarray:
     return queries
 
 
-def _prepared_block(block: np.ndarray, metric: Metric) -> np.ndarray:
+def prepared_block(block: np.ndarray, metric: Metric) -> np.ndarray:
+    """A block of document vectors prepared for ``metric`` (see the module docstring)."""
     block = np.ascontiguousarray(block, np.float32)
     if metric == "cosine":
         return _unit(block)
@@ -297,7 +299,7 @@ def exact_topk(
         raise ValueError(f"query vectors must be a matrix, got shape {queries.shape}")
     blas = product_blas()
 
-    prepared = _prepared_queries(queries, metric)
+    prepared = prepared_queries(queries, metric)
     if not np.isfinite(prepared).all():
         bad = np.flatnonzero(~np.isfinite(prepared).all(axis=1))
         raise ValueError(f"{bad.size} query vectors hold NaN or inf (first at row {bad[0]}); fix or drop them before searching")
@@ -311,7 +313,7 @@ def exact_topk(
     for raw_block in blocks:
         if raw_block.ndim != 2 or raw_block.shape[1] != queries.shape[1]:
             raise ValueError(f"query vectors {queries.shape} and document vectors {raw_block.shape} must share a dimension")
-        block = _prepared_block(raw_block, metric)
+        block = prepared_block(raw_block, metric)
         for q_start, top in zip(query_starts, running, strict=True) if len(block) else ():
             query_block = prepared[q_start : q_start + query_block_size]
             shape, size = (len(query_block), len(block)), len(query_block) * len(block)

@@ -17,7 +17,9 @@ matrix, except for graph indexes: FAISS inserts the points of one HNSW ``add`` l
 highest first, so smaller adds build a different graph. A graph index (HNSW, NSG) is therefore
 built with one ``add`` of all the prepared vectors — it holds every vector (HNSW,Flat) or code
 in its graph anyway, so its build is O(N) in memory by nature, about twice the index for
-HNSW,Flat.
+HNSW,Flat: the prepared vectors, filled block by block, beside FAISS's copy of them in the graph's
+storage while ``add`` runs. An index is saved and measured (its serialized size) by streaming it in
+chunks (:func:`stream_index`), never as a second copy in memory.
 
 Training sets: a trained index is trained on every vector when there are at most
 ``training_rows`` (:data:`~embedpyramid.serving.specs.TRAINING_ROWS`) of them — the training
@@ -43,7 +45,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import reduce
@@ -261,7 +263,13 @@ def _build(spec: IndexSpec, factory: str, documents: Vectors, preparation: Prepa
                 with timer.timed():
                     index.add(binarize(block))
         elif _graph_index(index):
-            vectors = np.concatenate(list(blocks()))
+            # Filled block by block: concatenating a list of the blocks would hold them twice.
+            vectors, filled = None, 0
+            for block in blocks():
+                if vectors is None:
+                    vectors = np.empty((n_vectors, block.shape[1]), block.dtype)
+                vectors[filled : filled + len(block)] = block
+                filled += len(block)
             with timer.timed():
                 index.add(vectors)
         else:
@@ -277,6 +285,35 @@ def serialize_index(index: AnnIndex) -> bytes:
     if isinstance(index, faiss.IndexBinary):
         return faiss.serialize_index_binary(index).tobytes()
     return faiss.serialize_index(index).tobytes()
+
+
+def stream_index(index: AnnIndex, write: Callable[[bytes], object]) -> None:
+    """Serialize ``index`` (the bytes :func:`serialize_index` returns) in chunks of 1 MiB, each
+    given to ``write``: nothing the size of the index is held beside it (``serialize_index``
+    holds two copies, a million 256-d vectors' worth 2 GB)."""
+    writer = faiss.PyCallbackIOWriter(write)
+    try:
+        if isinstance(index, faiss.IndexBinary):
+            faiss.write_index_binary(index, writer)
+        else:
+            faiss.write_index(index, writer)
+    finally:
+        del writer  # flushes the last chunk
+
+
+def serialized_size(index: AnnIndex) -> int:
+    """The length of :func:`serialize_index`'s bytes, counted as they stream (:func:`stream_index`)."""
+    chunks: list[int] = []
+    stream_index(index, lambda chunk: chunks.append(len(chunk)))
+    return sum(chunks)
+
+
+def _read_index(spec: IndexSpec, path: StorePath) -> AnnIndex:
+    """The index in the file ``path``: read by FAISS from a local disk (no copy of its bytes
+    beside it), downloaded whole from a remote one."""
+    if not is_local(path):
+        return _deserialize_index(spec, path.read_bytes())
+    return faiss.read_index_binary(str(path)) if spec.kind == "binary" else faiss.read_index(str(path))
 
 
 def _deserialize_index(spec: IndexSpec, data: bytes) -> AnnIndex:
@@ -306,7 +343,7 @@ def build_index(spec: IndexSpec, doc_vectors: Vectors, *, seed: int, threads: in
         index, findings, training = _build(spec, factory, doc_vectors, preparation, seed, training_rows, timer)
     return BuiltIndex(
         spec=spec, index=index, factory=factory, dimension=index.d, n_vectors=n_vectors, seed=seed, threads=threads, build_seconds=timer.seconds, peak_rss_bytes=rss.peak_bytes,
-        index_bytes=len(serialize_index(index)), faiss_version=faiss.__version__, training_findings=findings,
+        index_bytes=serialized_size(index), faiss_version=faiss.__version__, training_findings=findings,
         training_vectors=training,
     )
 
@@ -339,7 +376,8 @@ def save_index(built: BuiltIndex, path: StorePath) -> StorePath:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
-        (temporary / INDEX_FILE).write_bytes(serialize_index(built.index))
+        with (temporary / INDEX_FILE).open("wb") as file:
+            stream_index(built.index, file.write)
         write_json(built.manifest(), temporary / MANIFEST_FILE)
         if path.exists() and not index_complete(path):
             remove_tree(path)
@@ -371,7 +409,7 @@ def load_index(path: StorePath, spec: IndexSpec) -> BuiltIndex:
         raise ValueError(f"{path} was built from {stored.identity()}, not from {spec.describe()} {spec.identity()}")
     manifest["training_findings"] = tuple(manifest.get("training_findings", ()))
     try:
-        index = _deserialize_index(spec, (path / INDEX_FILE).read_bytes())
+        index = _read_index(spec, path / INDEX_FILE)
     except RuntimeError as error:  # FAISS: "Error in <function> at <file>.cpp:<line>: <what>"
         detail = " ".join(_FAISS_LOCATION.split(str(error), maxsplit=1)[-1].split())
         raise CorruptFileError(f"{path / INDEX_FILE}: not a readable FAISS index ({detail}); {rebuild}") from None

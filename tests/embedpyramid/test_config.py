@@ -393,3 +393,9 @@ def test_validating_the_default_configs_imports_no_heavy_library():
     found = subprocess.run([sys.executable, "-c", script, str(DEFAULT_CONFIGS)], capture_output=True, text=True,
                            check=True, cwd=DEFAULT_CONFIGS.parent)
     assert found.stdout.strip() == "[]"
+
+
+def test_a_run_without_a_batch_size_gets_the_devices():
+    assert RunSettings().batch_size == 64
+    assert RunSettings(device="cuda").batch_size == RunSettings(device="cuda:1").batch_size == 256
+    assert RunSettings(device="cuda", batch_size=8).batch_size == 8

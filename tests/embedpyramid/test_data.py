@@ -264,3 +264,14 @@ def test_trec_id_problem():
     assert trec_id_problem("é-ü") is None
     assert "whitespace" in trec_id_problem("a\u00a0b")
     assert trec_id_problem("") == "it is empty"
+
+
+def test_document_lengths_are_those_of_the_encoded_texts_without_python_strings():
+    import pyarrow as pa
+
+    from embedpyramid.data import document_lengths, document_texts
+
+    corpus = pa.table({"doc_id": ["a", "b", "c", "d"], "title": ["Tïtle", "", None, "x"],
+                       "text": ["héllo wörld", "plain", "no title", None]})
+    assert document_lengths(corpus).tolist() == [len(text) for text in document_texts(
+        pa.table({"title": ["Tïtle", "", "", "x"], "text": ["héllo wörld", "plain", "no title", ""]}))]

@@ -200,3 +200,26 @@ def test_real_minilm_vectors_rank_the_same_normalized_at_encode_or_at_query_time
     scores, indices = variant_topk(queries, docs, Variant(False, "euclidean"), 8)
     literal = -((queries[:, None, :].astype(np.float64) - docs[indices].astype(np.float64)) ** 2).sum(-1)
     np.testing.assert_allclose(scores, literal, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", DISTINCT_VARIANTS, ids=lambda variant: variant.name)
+def test_blocks_transformed_as_read_give_the_transformed_matrix_bit_for_bit(variant):
+    # variant_topk normalizes (and augments) each block as the search reads it: the same run, to
+    # the last bit, as searching the whole transformed matrix in the same blocks.
+    rng = np.random.default_rng(8)
+    queries = (rng.standard_normal((50, 12)) * rng.uniform(0.5, 3, (50, 1))).astype(np.float32)
+    docs = (rng.standard_normal((430, 12)) * rng.uniform(0.5, 3, (430, 1))).astype(np.float32)
+    q, d = (unit(queries), unit(docs)) if variant.normalized else (queries, docs)
+    if variant.similarity == "dot":
+        expected = exact_topk(q, d, 15, doc_block_size=64, query_block_size=16)
+    elif variant.similarity == "cosine":
+        expected = exact_topk(unit(q), unit(d), 15, doc_block_size=64, query_block_size=16)
+    else:
+        norms = np.sqrt(np.einsum("ij,ij->i", d.astype(np.float64), d.astype(np.float64)))
+        scores, indices = exact_topk(np.hstack([q, np.ones((50, 1), np.float32)]),
+                                     np.hstack([2 * d, -(norms ** 2)[:, None].astype(np.float32)]), 15,
+                                     doc_block_size=64, query_block_size=16)
+        query_norms = np.sqrt(np.einsum("ij,ij->i", q.astype(np.float64), q.astype(np.float64)))
+        expected = ((scores - query_norms[:, None] ** 2).astype(np.float32), indices)
+    scores, indices = variant_topk(queries, docs, variant, 15, doc_block_size=64, query_block_size=16)
+    assert np.array_equal(indices, expected[1]) and np.array_equal(scores, expected[0])
