@@ -22,6 +22,18 @@ SMALL_CATEGORIES = ["ai", "computers", "emotion", "science"]
 TWO_REAL_MODELS = ("minilm-l6", "use-m3")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``heavy`` first in both halves of the collection, alternately: xdist's
+    worksteal scheduler hands each worker one contiguous half and lets an idle worker steal the
+    end of the other's queue, so both start on a heavy test and the run ends on light ones
+    instead of one worker waiting minutes for the other's last test."""
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    light = [item for item in items if not item.get_closest_marker("heavy")]
+    first, second = heavy[0::2], heavy[1::2]
+    cut = max(0, len(items) // 2 - len(first))
+    items[:] = [*first, *light[:cut], *second, *light[cut:]]
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _benchmark_results_elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A benchmark a test runs records its figures in a scratch folder, never in benchmarks/results/

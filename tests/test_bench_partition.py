@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.heavy
 def test_bench_partition_one_round_times_every_run_of_an_equal_result():
     done = subprocess.run([sys.executable, "-W", "ignore", str(REPO / "benchmarks" / "bench_partition.py"), "--rounds", "1"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)

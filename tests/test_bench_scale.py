@@ -12,9 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.heavy
 def test_bench_scale_small_mode_measures_every_level_and_resumes_after_kill(tmp_path):
     done = subprocess.run(
         [sys.executable, "-W", "ignore", str(REPO / "benchmarks" / "bench_scale.py"), "--documents", "500",

@@ -36,6 +36,7 @@ import dagster as dg
 import duckdb
 import polars as pl
 import psutil
+import pytest
 from graph_helpers import beir_folder, quick_protocol
 from local_servers import S3, Postgres, require_cluster_packages, stop
 
@@ -150,6 +151,7 @@ def stop_daemon(daemon: subprocess.Popen) -> None:
             pass
 
 
+@pytest.mark.heavy
 def test_one_host_on_postgres_and_s3_gives_the_local_numbers_and_survives_a_killed_worker(
         postgres, s3, write_configs, tmp_path, monkeypatch):
     started = time.monotonic()

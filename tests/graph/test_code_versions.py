@@ -109,6 +109,7 @@ UNTOUCHED_BY_BOOTSTRAP = {
 }
 
 
+@pytest.mark.heavy
 def test_a_core_edit_changes_the_code_version_of_exactly_its_importers(project_copy):
     before = code_versions(project_copy)
     assert all(before.values()), "every asset has a derived code version"

@@ -46,6 +46,7 @@ def evaluated(tmp_path_factory):
     return {"folder": folder, "data": data, "instance": instance, "report": report, "config": load_config(folder)}
 
 
+@pytest.mark.heavy
 def test_l6_assets_materialize_per_partition_and_once_across_models(evaluated):
     report, config = evaluated["report"], evaluated["config"]
     assert report.failures == [] and report.summary_built

@@ -45,6 +45,7 @@ def artefacts(data: Path) -> dict[str, str]:
     return {str(path.relative_to(data)): sha256_table(read_table(path)) for path in tables}
 
 
+@pytest.mark.heavy
 def test_a_killed_encode_resumes_to_bit_identical_tables_and_metrics(write_configs, default_models, tmp_path):
     minilm = default_models["minilm-l6"]
     run = {**minilm["run"], "shard_size": 8, "latency_queries": 5, "latency_repeats": 1}
@@ -87,6 +88,7 @@ def test_a_killed_encode_resumes_to_bit_identical_tables_and_metrics(write_confi
     assert store.metrics_path("chatterbot-small", model.key, "exact").is_file()
 
 
+@pytest.mark.heavy
 def test_the_shards_of_a_corpus_encode_as_steps_of_their_own_two_processes_at_a_time(write_configs, default_models,
                                                                                      tmp_path):
     """MiniLM on a corpus of 4 shards: ``dagster asset materialize`` with the multiprocess

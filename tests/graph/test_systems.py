@@ -115,18 +115,17 @@ def test_bm25_runs_once_per_dataset_an_ann_first_stage_reads_l4_and_a_rerank_rea
     summary = read_frame(data / "systems" / "tiny" / narrow / "flat-rerank" / "summary.parquet")
     assert summary["inputs"][0] == "ann:flat" and summary["system_hash"][0] == config.systems.hashes["flat-rerank"]
 
-    # The report opens with the pyramid overview: L4 and L5 ran, so their lines link to their
-    # sections; L6 and L3 did not, so theirs say why, unlinked.
+    # After the ranking and the verdict, the pyramid overview: L4 and L5 ran, so their lines link
+    # to their sections; L6 and L3 did not, so theirs say why, unlinked.
     text = (data / "report" / "report.md").read_text()
-    assert text.index("## Overview") < text.index("## Verdict") < text.index("## Contents")
-    assert text.splitlines()[4] == "## Overview"
+    assert text.index("## Ranking: ") < text.index("## Verdict") < text.index("## Overview") < text.index("## Contents")
     leader = read_json(data / "report" / "verdict.json")[0]["first"]
     overview = {line["level"]: line for line in read_json(data / "report" / "overview.json")}
     assert overview["L4"]["text"].startswith(f"cheapest index of {leader} keeping ≥ 99% of exact nDCG@10: flat — ")
     assert overview["L4"]["section"] == f"L4 serving approximation: {leader} (tiny)"
     assert overview["L5"]["text"].startswith("best system ") and overview["L5"]["section"] == "L5 hybrid and rerank systems: tiny"
     assert overview["L6"]["section"] is None and overview["L3"]["section"] is None
-    opening = text[text.index("## Overview"):text.index("## Verdict")]
+    opening = text[text.index("## Overview"):text.index("## Contents")]
     for level, line in overview.items():
         assert (f"- [tiny · {level}: " in opening) == (line["section"] is not None)
     assert "tiny · not in this report — " in opening and "L6: no L6 grade analysis of tiny" in opening

@@ -38,6 +38,7 @@ def write(folder, datasets):
     (folder / "datasets.yaml").write_text(yaml.safe_dump(content, sort_keys=False))
 
 
+@pytest.mark.heavy
 def test_task_families_on_embedded_data_with_two_real_models(write_configs, two_real_models, tiny, tmp_path):
     folder = write_configs(models=two_real_models, datasets={**tiny, **TASKS},
                            protocol=quick_protocol(baseline="minilm-l6"))

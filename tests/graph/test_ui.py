@@ -114,6 +114,7 @@ class DagsterDev:
         self.log.close()
 
 
+@pytest.mark.heavy
 def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs, small_chatterbot, tmp_path,
                                                                      monkeypatch):
     home, data = tmp_path / "home", tmp_path / "data"
@@ -207,6 +208,7 @@ def test_the_ui_shows_groups_partitions_and_a_config_edit_as_stale(write_configs
         "lineage.png", "model-partitions.png", "stale-asset-check.png", "stale-partition.png", "stale-summary.png"]
 
 
+@pytest.mark.heavy
 def test_runs_the_automation_launches_wait_for_a_cli_run_on_the_same_folder(write_configs, tiny, tmp_path,
                                                                             monkeypatch):
     home, data = tmp_path / "home", tmp_path / "data"
@@ -216,7 +218,7 @@ def test_runs_the_automation_launches_wait_for_a_cli_run_on_the_same_folder(writ
             "run": {"batch_size": 4, "latency_queries": 2, "latency_repeats": 1}}
     folder = write_configs(models={"slow": slow, "fast": toy(24)}, datasets=tiny, protocol=quick_protocol())
     open_session(folder, data, None, lambda _: None, False)  # binds the instance and registers the partitions
-    server = DagsterDev(home, tmp_path / "dagster-dev.log")
+    server = DagsterDev(home, tmp_path / "dagster-dev.log", sensor_interval=5)
     try:
         server.wait_until_up()
         # The CLI evaluates the slow card while the automation requests the fast card's partitions.

@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import polars as pl
+import pytest
 from graph_helpers import beir_folder, quick_protocol, toy
 
 from embedpyramid.config import TASK_FAMILIES, load_config
@@ -120,6 +121,7 @@ def test_status_after_a_card_edit_lists_exactly_what_the_next_run_materializes(w
         ("task_comparisons", None)}
 
 
+@pytest.mark.heavy
 def test_a_partition_materialized_for_the_first_time_stales_the_summaries(write_configs, tmp_path):
     other = beir_folder(tmp_path / "other-beir")
     folder, _ = two_cards(write_configs, tmp_path, other={"loader": "beir", "path": str(other)})
