@@ -130,6 +130,8 @@ class UpstreamBusy(dg.AutomationCondition):
         return False
 
     def evaluate(self, context: Any) -> dg.AutomationResult:
+        if context.candidate_subset.is_empty:  # nothing to hold (a quiet tick): no query for the runs
+            return dg.AutomationResult(context, true_subset=context.get_empty_subset())
         graph = context.asset_graph
         ancestors = {key for key in graph.get_ancestor_asset_keys(context.key)
                      if graph.get(key).is_materializable and graph.get(key).partitions_def is not None}
@@ -167,7 +169,9 @@ class MaterializedNow(dg.AutomationCondition):
     def evaluate(self, context: Any) -> dg.AutomationResult:
         instance = context.asset_graph_view.instance
         candidates = candidate_partitions(context)
-        if candidates == [None]:
+        if not candidates:  # nothing was missing (a quiet tick): no query
+            done: list[str | None] = []
+        elif candidates == [None]:
             done = candidates if instance.fetch_materializations(context.key, limit=1).records else []
         else:  # one query for the asset, however many partitions a first tick asks about
             materialized = instance.get_materialized_partitions(context.key)
