@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,8 +276,7 @@ def _dirty(freshness: Freshness, stored: _Stored, signatures: Mapping[str, str],
         for asset in _materializable(graph):
             if freshness.is_summary(asset):
                 add(asset, None)
-    for asset, partitions in _recorded_since(instance, stored.cursor, graph).items():
-        add(asset, partitions)
+    _recorded_since(instance, stored.cursor, graph, add)
     for asset, partition in pending:
         add(asset, [partition])
     for run_id in abandoned:
@@ -286,16 +285,10 @@ def _dirty(freshness: Freshness, stored: _Stored, signatures: Mapping[str, str],
     return _downstream(freshness, seeds)
 
 
-def _recorded_since(instance: dg.DagsterInstance, cursor: int, graph: Any) -> dict[dg.AssetKey, set[str | None] | None]:
-    """The (asset, partitions) the events after ``cursor`` name (None: every partition), and
-    those planned by the runs that failed or were canceled since."""
-    named: dict[dg.AssetKey, set[str | None] | None] = {}
-
-    def add(asset: dg.AssetKey, partitions: Iterable[str | None] | None) -> None:
-        if asset in named and named[asset] is None:
-            return
-        named[asset] = None if partitions is None else {*(named.get(asset) or ()), *partitions}
-
+def _recorded_since(instance: dg.DagsterInstance, cursor: int, graph: Any,
+                    add: Callable[[dg.AssetKey, Iterable[str | None] | None], None]) -> None:
+    """``add`` each (asset, partitions) the events after ``cursor`` name (None: every partition),
+    and those planned by the runs that failed or were canceled since."""
     for event_type in PARTITION_EVENTS:
         for record in instance.event_log_storage.get_event_records(dg.EventRecordsFilter(event_type, after_cursor=cursor)):
             if record.asset_key is None:
@@ -309,7 +302,6 @@ def _recorded_since(instance: dg.DagsterInstance, cursor: int, graph: Any) -> di
         for record in _run_ends(instance, event_type, after_storage_id=cursor):
             for asset, partitions in planned_partitions(instance, record.run_id, graph).items():
                 add(asset, partitions)
-    return named
 
 
 def _downstream(freshness: Freshness, seeds: Mapping[dg.AssetKey, set[str | None]]) -> set[Pair]:
