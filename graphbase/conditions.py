@@ -21,6 +21,10 @@ class _FreshnessCondition(dg.AutomationCondition):
     """True for the candidate partitions :meth:`holds` for, read off the same :class:`Freshness`
     that ``embedpyramid run`` plans its waves with, so the automation and the CLI cannot disagree."""
 
+    only_not_fresh = False
+    """Whether :meth:`holds` is false for every fresh partition: then only the partitions the kept
+    states leave possibly not fresh are asked about (a quiet tick visits no partition)."""
+
     @property
     def requires_cursor(self) -> bool:
         return False
@@ -31,7 +35,10 @@ class _FreshnessCondition(dg.AutomationCondition):
     def evaluate(self, context: Any) -> dg.AutomationResult:
         view = context.asset_graph_view
         freshness = _tick_freshness(view)
-        true = [partition for partition in candidate_partitions(context) if self.holds(freshness, context.key, partition)]
+        within = (freshness.kept.possibly_not_fresh(context.key)
+                  if self.only_not_fresh and freshness.kept is not None else None)
+        true = [partition for partition in candidate_partitions(context, within)
+                if self.holds(freshness, context.key, partition)]
         return dg.AutomationResult(context, true_subset=subset_of(view, context.key, true))
 
 
@@ -56,6 +63,8 @@ class StaleCondition(_FreshnessCondition):
     stale only because something upstream is not fresh wait for it (their upstream is requested
     first).
     """
+
+    only_not_fresh = True
 
     @property
     def name(self) -> str:
@@ -97,6 +106,8 @@ class FailedWithRetriesLeft(_FreshnessCondition):
     :data:`AUTOMATION_RETRIES` times since they were last materialized: the automation requests
     them again, a bounded number of times (every attempt is a run in the instance, so the count
     survives a daemon restart)."""
+
+    only_not_fresh = True
 
     @property
     def name(self) -> str:

@@ -240,10 +240,14 @@ def is_sqlite_event_log(instance: dg.DagsterInstance) -> bool:
     return isinstance(instance.event_log_storage, SqliteEventLogStorage)
 
 
-def candidate_partitions(context: Any) -> list[str | None]:
-    """The partitions an automation condition is asked about (None for an unpartitioned asset)."""
-    return sorted({candidate.partition_key for candidate in context.candidate_subset.expensively_compute_asset_partitions()},
-                  key=str)
+def candidate_partitions(context: Any, within: Iterable[str | None] | None = None) -> list[str | None]:
+    """The partitions an automation condition is asked about (None for an unpartitioned asset);
+    only those ``within`` when given (intersected as Dagster's subsets, without visiting every
+    candidate)."""
+    subset = context.candidate_subset
+    if within is not None:
+        subset = subset.compute_intersection(subset_of(context.asset_graph_view, context.key, within))
+    return sorted({candidate.partition_key for candidate in subset.expensively_compute_asset_partitions()}, key=str)
 
 
 def subset_of(view: AssetGraphView, asset: dg.AssetKey, partitions: Iterable[str | None]) -> Any:

@@ -103,9 +103,20 @@ class KeptStates:
 
     states: Mapping[tuple[dg.AssetKey, str | None], AssetState]
     dirty: set[tuple[dg.AssetKey, str | None]] = field(default_factory=set)
+    _kept_by_asset: dict[dg.AssetKey, set[str | None]] | None = field(default=None, init=False, repr=False)
 
     def state(self, asset: dg.AssetKey, partition: str | None) -> AssetState:
         return self.states.get((asset, partition)) or AssetState(asset.to_user_string(), partition, "fresh")
+
+    def possibly_not_fresh(self, asset: dg.AssetKey) -> set[str | None]:
+        """The partitions of ``asset`` that may not be fresh: those kept as not fresh and those
+        dirty; every other partition of it is fresh (what a quiet tick asks about, without
+        visiting each partition)."""
+        if self._kept_by_asset is None:
+            self._kept_by_asset = {}
+            for found, partition in self.states:
+                self._kept_by_asset.setdefault(found, set()).add(partition)
+        return self._kept_by_asset.get(asset, set()) | {partition for found, partition in self.dirty if found == asset}
 
 
 def _cause_text(cause: StaleCause, asset: dg.AssetKey, partition: str | None) -> str:

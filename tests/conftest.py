@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 import yaml
+from graph_helpers import default_cards, default_section
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIGS = REPO_ROOT / "configs"
 
 # A few chatterbot-corpus categories: ~190 queries, fast enough to run the graph many times.
 SMALL_CATEGORIES = ["ai", "computers", "emotion", "science"]
@@ -63,10 +63,6 @@ def benchmark_script(monkeypatch) -> Iterator[Callable[[str], ModuleType]]:
         sys.modules.pop(name, None)
 
 
-def default_section(name: str) -> dict[str, Any]:
-    return yaml.safe_load((DEFAULT_CONFIGS / f"{name}.yaml").read_text())
-
-
 ConfigWriter = Callable[..., Path]
 
 
@@ -103,7 +99,7 @@ def write_configs(tmp_path: Path) -> ConfigWriter:
 
 @pytest.fixture
 def default_models() -> dict[str, Any]:
-    return default_section("models")["models"]
+    return default_cards()
 
 
 @pytest.fixture

