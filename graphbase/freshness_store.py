@@ -6,6 +6,7 @@ One value of the instance's key-value storage (beside the run storage, on SQLite
 alike; written in one statement, so states and cursor never disagree) holds
 
 - ``cursor``: the event-log record id every kept state reflects;
+- ``seen``: the ids above the cursor of the events already applied (Postgres: see below);
 - ``assets``: each materializable asset's signature (code version, parents, partitions);
 - ``dynamic``: the keys of every dynamic partitions definition (cards, datasets);
 - ``wiped``: when each asset's history was last wiped (or that it has none);
@@ -27,7 +28,8 @@ seeded with the kept states of everything else):
 
 and everything downstream of those through the graph's partition mappings. On Postgres, ids
 can commit out of order, so the cursor stays :data:`SETTLE_SECONDS` behind: the events of that
-window are read again at each refresh until they are older (SQLite writes one at a time).
+window are read again at each refresh until they are older, and only those not ``seen`` yet (a
+lower id that committed late) mark partitions (SQLite writes one at a time).
 
 A full walk is the reference: :func:`reconcile` compares the two (the ``freshness_reconcile``
 schedule fails loudly on any difference and keeps the walk's answer), and
@@ -54,7 +56,7 @@ from graphbase.dagster_internals import (
 from graphbase.freshness import AssetState, Freshness, KeptStates
 
 STORE_KEY = "embedpyramid/freshness"
-FORMAT = 1
+FORMAT = 2
 SETTLE_SECONDS = 60.0
 """How long an event may take to commit after a later id did, on a database that assigns ids
 before commit (Postgres): the cursor waits that long behind the newest id."""
@@ -78,13 +80,14 @@ class _Stored:
     dynamic: dict[str, list[str]]
     wiped: dict[str, float]
     states: dict[Pair, AssetState]
+    seen: list[int]
 
     def dump(self) -> str:
         causes: dict[tuple[str, ...], int] = {}
         rows = [[state.asset, state.partition, state.state, state.direct,
                  causes.setdefault(state.causes, len(causes))] for state in self.states.values()]
         return json.dumps({"format": FORMAT, "cursor": self.cursor, "assets": self.assets, "dynamic": self.dynamic, "wiped": self.wiped,
-                           "causes": [list(cause) for cause in causes], "states": rows}, separators=(",", ":"))
+                           "seen": self.seen, "causes": [list(cause) for cause in causes], "states": rows}, separators=(",", ":"))
 
     @classmethod
     def load(cls, text: str | None) -> _Stored | None:
@@ -97,7 +100,7 @@ class _Stored:
         states = {(dg.AssetKey.from_user_string(asset), partition):
                   AssetState(asset, partition, state, causes[cause], direct)
                   for asset, partition, state, direct, cause in value["states"]}
-        return cls(value["cursor"], value["assets"], value["dynamic"], value["wiped"], states)
+        return cls(value["cursor"], value["assets"], value["dynamic"], value["wiped"], states, value["seen"])
 
 
 def _read(instance: dg.DagsterInstance) -> _Stored | None:
@@ -156,14 +159,14 @@ def kept_freshness(instance: dg.DagsterInstance, asset_graph: Any, *,
         freshness = Freshness(instance, asset_graph, pending=pending, abandoned=abandoned)
         states = _walk(freshness)
         if record:
-            _write(instance, _Stored(_settled(instance, mark, 0), signatures, dynamic, wiped, states))
+            _write(instance, _Stored(_settled(instance, mark, 0), signatures, dynamic, wiped, states, []))
         return freshness
     kept = KeptStates(stored.states)
     freshness = Freshness(instance, asset_graph, pending=pending, abandoned=abandoned, kept=kept)
     if (stored.cursor == mark and stored.assets == signatures and stored.dynamic == dynamic
             and stored.wiped == wiped and not pending and not abandoned):
         return freshness
-    kept.dirty = _dirty(freshness, stored, signatures, dynamic, wiped, pending or {}, abandoned)
+    kept.dirty, read = _dirty(freshness, stored, signatures, dynamic, wiped, pending or {}, abandoned)
     gone = _partitions_of_keys(asset_graph, _removed(stored.dynamic, dynamic), {**stored.dynamic, **dynamic})
     states = {pair: state for pair, state in stored.states.items()
               if pair not in kept.dirty and asset_graph.has(pair[0]) and pair[1] not in gone.get(pair[0], ())}
@@ -171,8 +174,10 @@ def kept_freshness(instance: dg.DagsterInstance, asset_graph: Any, *,
         found = freshness.state(asset, partition)
         if found.needs_work:
             states[(asset, partition)] = found
-    if record:
-        _write(instance, _Stored(_settled(instance, mark, stored.cursor), signatures, dynamic, wiped, states))
+    cursor = _settled(instance, mark, stored.cursor)
+    kept_now = _Stored(cursor, signatures, dynamic, wiped, states, sorted(i for i in {*stored.seen, *read} if i > cursor))
+    if record and kept_now != stored:
+        _write(instance, kept_now)
     return freshness
 
 
@@ -255,8 +260,9 @@ def _partitions_of_keys(graph: Any, keys: Mapping[str, set[str]],
 
 
 def _dirty(freshness: Freshness, stored: _Stored, signatures: Mapping[str, str], dynamic: Mapping[str, list[str]],
-           wiped: Mapping[str, float], pending: Mapping[Pair, str], abandoned: frozenset[str]) -> set[Pair]:
-    """Every (asset, partition) whose state may differ from the kept one, downstream included."""
+           wiped: Mapping[str, float], pending: Mapping[Pair, str], abandoned: frozenset[str]) -> tuple[set[Pair], set[int]]:
+    """Every (asset, partition) whose state may differ from the kept one, downstream included,
+    and the ids of the events read after the kept cursor."""
     instance, graph, view = freshness.instance, freshness.graph, freshness.view
     seeds: dict[dg.AssetKey, set[str | None]] = {}
 
@@ -276,22 +282,25 @@ def _dirty(freshness: Freshness, stored: _Stored, signatures: Mapping[str, str],
         for asset in _materializable(graph):
             if freshness.is_summary(asset):
                 add(asset, None)
-    _recorded_since(instance, stored.cursor, graph, add)
+    read = _recorded_since(instance, stored.cursor, set(stored.seen), graph, add)
     for asset, partition in pending:
         add(asset, [partition])
     for run_id in abandoned:
         for asset, partitions in planned_partitions(instance, run_id, graph).items():
             add(asset, partitions)
-    return _downstream(freshness, seeds)
+    return _downstream(freshness, seeds), read
 
 
-def _recorded_since(instance: dg.DagsterInstance, cursor: int, graph: Any,
-                    add: Callable[[dg.AssetKey, Iterable[str | None] | None], None]) -> None:
+def _recorded_since(instance: dg.DagsterInstance, cursor: int, seen: set[int], graph: Any,
+                    add: Callable[[dg.AssetKey, Iterable[str | None] | None], None]) -> set[int]:
     """``add`` each (asset, partitions) the events after ``cursor`` name (None: every partition),
-    and those planned by the runs that failed or were canceled since."""
+    and those planned by the runs that failed or were canceled since, leaving out the events
+    ``seen`` (applied at an earlier refresh); returns the ids of every event read."""
+    read: set[int] = set()
     for event_type in PARTITION_EVENTS:
         for record in instance.event_log_storage.get_event_records(dg.EventRecordsFilter(event_type, after_cursor=cursor)):
-            if record.asset_key is None:
+            read.add(record.storage_id)
+            if record.asset_key is None or record.storage_id in seen:
                 continue
             if event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED:
                 for asset, partitions in planned_partitions(instance, None, graph, [record]).items():
@@ -300,8 +309,12 @@ def _recorded_since(instance: dg.DagsterInstance, cursor: int, graph: Any,
                 add(record.asset_key, [record.partition_key])
     for event_type in RUN_ENDS:
         for record in _run_ends(instance, event_type, after_storage_id=cursor):
+            read.add(record.storage_id)
+            if record.storage_id in seen:
+                continue
             for asset, partitions in planned_partitions(instance, record.run_id, graph).items():
                 add(asset, partitions)
+    return read
 
 
 def _downstream(freshness: Freshness, seeds: Mapping[dg.AssetKey, set[str | None]]) -> set[Pair]:
@@ -344,7 +357,7 @@ def reconcile(instance: dg.DagsterInstance, asset_graph: Any) -> list[str]:
     if differences:
         _write(instance, _Stored(_settled(instance, mark, 0), asset_signatures(asset_graph),
                                  _dynamic_keys(instance, asset_graph), wipe_times(instance, _materializable(asset_graph)),
-                                 states))
+                                 states, []))
     return differences
 
 

@@ -20,10 +20,13 @@ def test_bench_summary_small_mode_runs_its_checks():
         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(result) == {"rows", "growth_exponents", "seconds_at_5000_extrapolated", "targets", "load_average", "met"}
+    assert set(result) == {"storage", "rows", "growth_exponents", "seconds_at_10000_extrapolated", "targets",
+                           "load_average", "met"}
+    assert result["storage"] == "cli"
     assert [row["partitions"] for row in result["rows"]] == [2]
     for row in result["rows"]:
         assert row["checks"] and all(row["checks"].values()), row["checks"]
         assert row["tick_steady_seconds"] > 0 and row["summary_seconds"] > 0
     assert result["met"]["checks"]
-    assert {"tick_under_interval_at_largest", "only_seed_comparisons_need_work"} <= set(result["met"])
+    assert {"tick_steady_seconds_at_largest", "tick_after_seconds_at_largest", "summary_seconds_at_largest",
+            "only_seed_comparisons_need_work"} <= set(result["met"])

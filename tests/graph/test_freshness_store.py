@@ -20,6 +20,7 @@ from dagster._core.utils import make_new_run_id
 from graph_helpers import toy
 
 from embedpyramid.config import load_config
+from graphbase import freshness_store
 from graphbase.config_observation import observe_config
 from graphbase.dagster_internals import DATA_VERSION_TAG, all_partitions
 from graphbase.freshness import AssetState, Freshness
@@ -159,3 +160,35 @@ def test_the_scheduled_reconcile_fails_loudly_on_a_kept_state_a_full_walk_disagr
     assert Freshness(instance, graph).state(dg.AssetKey("exact_topk"), partition) == AssetState(
         "exact_topk", partition, "fresh")
     assert reconcile(instance, graph) == []  # repaired
+
+
+def test_on_a_storage_whose_ids_commit_out_of_order_a_reread_window_recomputes_only_what_it_had_not_seen(
+        write_configs, tiny, tmp_path, monkeypatch):
+    """Postgres assigns ids before commit: the kept cursor stays behind the newest id and every
+    refresh reads that window again. The events already applied are skipped (a quiet tick on
+    Postgres recomputes nothing); one the window holds that was not applied (a lower id that
+    committed late, here: taken out of the kept ``seen``) marks its partition and what is below."""
+    monkeypatch.setattr(freshness_store, "is_sqlite_event_log", lambda _instance: False)
+    folder = write_configs(models={"a": toy(16)}, datasets=tiny)
+    data = tmp_path / "data"
+    instance = open_instance(data)
+    assert run_pipeline(folder, data, instance=instance, log=lambda _: None).failures == []
+    graph = open_session(load_config(folder), data, instance, log=lambda _: None, verbose=False).defs.resolve_asset_graph()
+    kept_freshness(instance, graph)
+    stored = freshness_store._read(instance)
+    newest = instance.event_log_storage.get_maximum_record_id()
+    assert stored.cursor < newest and stored.seen  # the run's events are younger than the window
+
+    quiet = kept_freshness(instance, graph)
+    assert quiet.kept.dirty == set() and "dagster" not in quiet.__dict__
+
+    partition = str(model_dataset_key("a", "tiny"))
+    metrics = instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey("retrieval_metrics"),
+                                                                    asset_partitions=[partition]), limit=1).records[0]
+    assert metrics.storage_id in stored.seen
+    stored.seen.remove(metrics.storage_id)
+    instance.daemon_cursor_storage.set_cursor_values({STORE_KEY: stored.dump()})
+    late = kept_freshness(instance, graph)
+    assert {(asset.to_user_string(), p) for asset, p in late.kept.dirty} >= {("retrieval_metrics", partition)}
+    assert ("frozen_dataset", "tiny") not in {(asset.to_user_string(), p) for asset, p in late.kept.dirty}
+    assert reconcile(instance, graph) == []

@@ -290,8 +290,9 @@ def test_validation_fails_on_a_broken_config_and_a_degraded_deployment_loads_and
     # Nothing else to warn about but Dagster's own notice that the validate command is superseded.
     assert [line for line in output.splitlines() if "Warning" in line or "WARNING" in line] == [
         line for line in output.splitlines() if "SupersessionWarning" in line]
-    code, output = validate(EMBEDPYRAMID_CONFIG_ERRORS="lenient")
-    assert code != 0 and "EMBEDPYRAMID_CONFIG_ERRORS='lenient': use one of fail, degrade" in output
+    if breakage == "bad card":  # whatever the breakage, an unknown setting of the variable is refused
+        code, output = validate(EMBEDPYRAMID_CONFIG_ERRORS="lenient")
+        assert code != 0 and "EMBEDPYRAMID_CONFIG_ERRORS='lenient': use one of fail, degrade" in output
 
 
 def test_a_second_run_waits_for_the_first_or_names_it(write_configs, tiny, tmp_path, capsys):
