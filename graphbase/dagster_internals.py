@@ -35,7 +35,7 @@ from dagster._utils.caching_instance_queryer import CachingInstanceQueryer
 from dagster_shared.check import CheckError
 from dagster_shared.record import record
 
-__all__ = ["DATA_VERSION_TAG", "DagsterStaleness", "ReusedEngineSqliteStorage", "StaleCause", "all_partitions", "asset_graph_of", "candidate_partitions",
+__all__ = ["DATA_VERSION_TAG", "DagsterStaleness", "ReusedEngineSqliteStorage", "StaleCause", "all_partitions", "asset_graph_of", "candidate_partitions", "hold_connections",
            "checks_named", "child_partitions", "graph_view", "is_sqlite_event_log", "open_sqlite_home", "parent_partitions", "partition_dimensions", "planned_partitions", "release_connections", "subset_of",
            "unpartitioned", "wipe_times"]
 
@@ -238,6 +238,26 @@ def is_sqlite_event_log(instance: dg.DagsterInstance) -> bool:
     """Whether the event log is SQLite's, which assigns ids one write at a time (Postgres assigns
     them before commit, so a lower id can become visible after a higher one)."""
     return isinstance(instance.event_log_storage, SqliteEventLogStorage)
+
+
+_HOLDING: weakref.WeakSet[dg.DagsterInstance] = weakref.WeakSet()
+
+
+def hold_connections(instance: dg.DagsterInstance) -> None:
+    """Let a database-backed instance keep one connection open for the rest of its life.
+
+    dagster-postgres builds its engines with SQLAlchemy's ``NullPool``: every query opens a new
+    connection (about 6 ms on 127.0.0.1, more across a network and with TLS), and a freshness
+    refresh or a tick asks hundreds of queries. Dagster's webserver calls
+    ``optimize_for_webserver`` on its instance for this; the same call here gives the instance a
+    pool of one connection (and a few overflow, without a statement timeout). A tick's instance is
+    built for that one sensor evaluation and disposed after it, closing the connection; a CLI
+    command's lives as long as the command. SQLite storages keep their own engines
+    (:class:`ReusedEngineSqliteStorage`) and are left as they are; each instance is changed once."""
+    if is_sqlite_event_log(instance) or instance in _HOLDING:
+        return
+    instance.optimize_for_webserver(statement_timeout=0, pool_recycle=3600, max_overflow=4)
+    _HOLDING.add(instance)
 
 
 def candidate_partitions(context: Any, within: Iterable[str | None] | None = None) -> list[str | None]:

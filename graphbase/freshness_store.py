@@ -49,6 +49,7 @@ import dagster as dg
 from graphbase.dagster_internals import (
     all_partitions,
     child_partitions,
+    hold_connections,
     is_sqlite_event_log,
     planned_partitions,
     wipe_times,
@@ -151,6 +152,7 @@ def kept_freshness(instance: dg.DagsterInstance, asset_graph: Any, *,
     """The states of every (asset, partition) now: the kept ones brought up to date with what
     changed since (the module's rules), written back unless ``record`` is false (``status``,
     whose ``pending`` facet versions and ``abandoned`` runs are read as if recorded)."""
+    hold_connections(instance)
     mark = instance.event_log_storage.get_maximum_record_id() or 0
     stored = _read(instance)
     signatures, dynamic = asset_signatures(asset_graph), _dynamic_keys(instance, asset_graph)
