@@ -251,13 +251,31 @@ def hold_connections(instance: dg.DagsterInstance) -> None:
     refresh or a tick asks hundreds of queries. Dagster's webserver calls
     ``optimize_for_webserver`` on its instance for this; the same call here gives the instance a
     pool of one connection (and a few overflow, without a statement timeout). A tick's instance is
-    built for that one sensor evaluation and disposed after it, closing the connection; a CLI
-    command's lives as long as the command. SQLite storages keep their own engines
+    built for that one sensor evaluation and disposed after it; a CLI command's lives as long as
+    the command. dagster-postgres's ``dispose`` leaves its engines alone (with ``NullPool`` there
+    was nothing to close), so the instance's ``dispose`` here also closes the held connections,
+    and so does its garbage collection. SQLite storages keep their own engines
     (:class:`ReusedEngineSqliteStorage`) and are left as they are; each instance is changed once."""
     if is_sqlite_event_log(instance) or instance in _HOLDING:
         return
     instance.optimize_for_webserver(statement_timeout=0, pool_recycle=3600, max_overflow=4)
     _HOLDING.add(instance)
+    engines = [engine for storage in (instance.run_storage, instance.event_log_storage, instance.schedule_storage)
+               if (engine := getattr(storage, "_engine", None)) is not None]
+
+    def close() -> None:
+        for engine in engines:
+            engine.dispose()
+
+    weakref.finalize(instance, close)
+    held = weakref.ref(instance)  # no cycle through the instance's own attribute
+
+    def dispose_and_close() -> None:
+        if (found := held()) is not None:
+            type(found).dispose(found)
+        close()
+
+    instance.dispose = dispose_and_close  # type: ignore[method-assign]
 
 
 def candidate_partitions(context: Any, within: Iterable[str | None] | None = None) -> list[str | None]:

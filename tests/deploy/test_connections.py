@@ -1,6 +1,7 @@
 """On PostgreSQL (a real server on 127.0.0.1), dagster-postgres opens a connection per query; the
 kept freshness states hold one open for the instance's life (graphbase.dagster_internals.hold_connections),
-so a refresh of a real run's states opens one connection, not one per query, and reads the same."""
+so a refresh of a real run's states opens one connection, not one per query, reads the same, and
+closes it when the instance is disposed."""
 
 import dagster as dg
 import psycopg2
@@ -52,3 +53,8 @@ def test_a_refresh_on_postgres_opens_one_connection_and_reads_what_a_full_walk_r
     assert reconcile(tick, graph) == []
     tick.dispose()
     instance.dispose()
+    # Disposed, the instances hold nothing: a database with a connection open could not be a template.
+    with psycopg2.connect(host=postgres.host, port=postgres.port, user=postgres.user, dbname="postgres") as admin, \
+            admin.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = 'refresh'")
+        assert cursor.fetchone() == (0,)
