@@ -29,7 +29,7 @@ from graphbase.instance import open_instance
 from graphbase.partitions import model_dataset_key
 from pipelines.automation import freshness_reconcile
 from pipelines.runner import run_pipeline
-from pipelines.session import open_session
+from pipelines.session import Session, open_session
 
 
 def _graph(defs: dg.Definitions, changed: set[str]) -> object:
@@ -124,12 +124,19 @@ def test_kept_states_equal_a_full_walk_after_every_step_of_a_random_history(writ
         assert reconcile(instance, _graph(session.defs, changed)) == [], f"after {done}"
 
 
-def test_a_quiet_refresh_reads_the_kept_states_and_asks_dagster_nothing(write_configs, tiny, tmp_path):
+def _one_card_run(write_configs, tiny, tmp_path) -> tuple[dg.DagsterInstance, Session]:
+    """One toy card evaluated on the tiny dataset by ``embedpyramid run``'s runner, on a data
+    folder's instance: the instance and a session of that config."""
     folder = write_configs(models={"a": toy(16)}, datasets=tiny)
     data = tmp_path / "data"
     instance = open_instance(data)
     assert run_pipeline(folder, data, instance=instance, log=lambda _: None).failures == []
-    graph = open_session(load_config(folder), data, instance, log=lambda _: None, verbose=False).defs.resolve_asset_graph()
+    return instance, open_session(load_config(folder), data, instance, log=lambda _: None, verbose=False)
+
+
+def test_a_quiet_refresh_reads_the_kept_states_and_asks_dagster_nothing(write_configs, tiny, tmp_path):
+    instance, session = _one_card_run(write_configs, tiny, tmp_path)
+    graph = session.defs.resolve_asset_graph()
     kept_freshness(instance, graph)
     quiet = kept_freshness(instance, graph)
     assert quiet.kept is not None and quiet.kept.dirty == set()
@@ -139,11 +146,7 @@ def test_a_quiet_refresh_reads_the_kept_states_and_asks_dagster_nothing(write_co
 
 
 def test_the_scheduled_reconcile_fails_loudly_on_a_kept_state_a_full_walk_disagrees_with(write_configs, tiny, tmp_path):
-    folder = write_configs(models={"a": toy(16)}, datasets=tiny)
-    data = tmp_path / "data"
-    instance = open_instance(data)
-    assert run_pipeline(folder, data, instance=instance, log=lambda _: None).failures == []
-    session = open_session(load_config(folder), data, instance, log=lambda _: None, verbose=False)
+    instance, session = _one_card_run(write_configs, tiny, tmp_path)
     graph = session.defs.resolve_asset_graph()
     kept_freshness(instance, graph)
     # A kept state that no event explains (what a bug in the incremental rules would leave).
@@ -169,11 +172,8 @@ def test_on_a_storage_whose_ids_commit_out_of_order_a_reread_window_recomputes_o
     Postgres recomputes nothing); one the window holds that was not applied (a lower id that
     committed late, here: taken out of the kept ``seen``) marks its partition and what is below."""
     monkeypatch.setattr(freshness_store, "is_sqlite_event_log", lambda _instance: False)
-    folder = write_configs(models={"a": toy(16)}, datasets=tiny)
-    data = tmp_path / "data"
-    instance = open_instance(data)
-    assert run_pipeline(folder, data, instance=instance, log=lambda _: None).failures == []
-    graph = open_session(load_config(folder), data, instance, log=lambda _: None, verbose=False).defs.resolve_asset_graph()
+    instance, session = _one_card_run(write_configs, tiny, tmp_path)
+    graph = session.defs.resolve_asset_graph()
     kept_freshness(instance, graph)
     stored = freshness_store._read(instance)
     newest = instance.event_log_storage.get_maximum_record_id()
