@@ -176,10 +176,11 @@ def kept_freshness(instance: dg.DagsterInstance, asset_graph: Any, *,
         found = freshness.state(asset, partition)
         if found.needs_work:
             states[(asset, partition)] = found
-    cursor = _settled(instance, mark, stored.cursor)
-    kept_now = _Stored(cursor, signatures, dynamic, wiped, states, sorted(i for i in {*stored.seen, *read} if i > cursor))
-    if record and kept_now != stored:
-        _write(instance, kept_now)
+    if record:  # the settled cursor costs queries on Postgres: only for a refresh that writes
+        cursor = _settled(instance, mark, stored.cursor)
+        kept_now = _Stored(cursor, signatures, dynamic, wiped, states, sorted(i for i in {*stored.seen, *read} if i > cursor))
+        if kept_now != stored:
+            _write(instance, kept_now)
     return freshness
 
 
